@@ -1,0 +1,98 @@
+// Every bound of opencode-pty, in one place, each with the reason for its number.
+// Invariant: no other file hard-codes a size, count or deadline that a peer can
+// reach; a test hits every bound at least once (tests/limits_test.cc lists them).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace opencode::limits {
+
+// ---- wire format (docs/PROTOCOL.md) ----
+// version(1) type(1) reserved(2) length(4, big-endian).
+inline constexpr size_t kFrameHeaderBytes = 8;
+// Node types interactively; 16 KiB is four pages of keystrokes or one pasted
+// screen, and keeps one frame well under the input queue cap.
+inline constexpr size_t kMaxInputPayload = 16 * 1024;
+// One OUTPUT frame carries at most one read() of the PTY stream; 64 KiB is the
+// default pipe/socket chunk and amortises the 8-byte header to 0.01 %.
+inline constexpr size_t kMaxOutputPayload = 64 * 1024;
+// JSON envelopes are small fixed-shape objects; 4 KiB leaves room for a message
+// and bounds what the Node side ever has to parse.
+inline constexpr size_t kMaxEnvelopeBytes = 4 * 1024;
+// A signal frame is one byte: the signal number (allowlist in frame.h).
+inline constexpr size_t kSignalPayload = 1;
+
+// ---- argv of a PTY command (client helper -> start frame -> launcher) ----
+// 1,000 arguments is what a generated command line (xargs-style) may need; the
+// launcher tests use exactly 1,000.
+inline constexpr size_t kMaxArgs = 1024;
+// One argument may be a small script (`sh -c '...'`); 32 KiB encodes to 43 KiB,
+// below the kernel's per-string MAX_ARG_STRLEN (128 KiB).
+inline constexpr size_t kMaxArgBytes = 32 * 1024;
+// The launcher passes the whole encoded argv through ONE environment value,
+// which the kernel limits to MAX_ARG_STRLEN = 131072 bytes including its NUL.
+// 64 KiB of raw bytes encode to at most 4*ceil(65536/3) + 2*kMaxArgs = 89,432
+// bytes (base64 + 'a' prefix + separator per argument), leaving 40 KiB spare.
+inline constexpr size_t kMaxArgvTotalBytes = 64 * 1024;
+inline constexpr size_t kMaxEncodedArgvBytes = 4 * ((kMaxArgvTotalBytes + 2) / 3) + 2 * kMaxArgs;
+static_assert(kMaxEncodedArgvBytes + 64 < 131072, "encoded argv must fit MAX_ARG_STRLEN");
+// Start payload: cols(2) rows(2) flags(4) argc(4) then argc * (len(4) bytes).
+inline constexpr size_t kStartFixedBytes = 12;
+inline constexpr size_t kMaxStartPayload = kStartFixedBytes + 4 * kMaxArgs + kMaxArgvTotalBytes;
+// The largest payload any frame type may declare; the decoder rejects a larger
+// length before buffering a byte of it.
+inline constexpr size_t kMaxFramePayload = kMaxStartPayload;
+
+// ---- terminal size ----
+// A window larger than 1000x1000 cells is not a terminal anyone can see; the
+// bound keeps COLUMNS/LINES to four digits.
+inline constexpr uint16_t kMaxCols = 1000;
+inline constexpr uint16_t kMaxRows = 1000;
+inline constexpr uint16_t kDefaultCols = 80;
+inline constexpr uint16_t kDefaultRows = 24;
+
+// ---- supervisor resources (charged per session, released by its destructor) ----
+// Output waiting for Node: four full OUTPUT frames. When it is full the
+// supervisor stops reading the PTY stream (backpressure), it never grows.
+inline constexpr size_t kOutputQueueBytes = 4 * (kFrameHeaderBytes + kMaxOutputPayload);
+// Input waiting for the PTY: four full INPUT frames; when full the supervisor
+// stops reading the connection.
+inline constexpr size_t kInputQueueBytes = 4 * kMaxInputPayload;
+// Control envelopes queued for Node (started, notices, exit, error) have their
+// own small reserve so an exit or error can always be queued behind output.
+inline constexpr size_t kEnvelopeQueueBytes = 4 * (kFrameHeaderBytes + kMaxEnvelopeBytes);
+// Hard cap of all buffers of one session (handshake buffer included); checked
+// by tests/pump_test.cc with a client that never reads.
+inline constexpr size_t kSessionMemoryCap =
+    kOutputQueueBytes + kInputQueueBytes + kEnvelopeQueueBytes +
+    kFrameHeaderBytes + kMaxStartPayload;
+// 1,024 concurrent PTYs: one per open terminal tab of a busy server; the bench
+// measures 1,000 idle sessions. Each session costs a transient unit with two
+// processes, so systemd, not the supervisor, is the scarcer resource.
+inline constexpr size_t kMaxSessions = 1024;
+// Connections that have not finished authentication + start frame. A small
+// number bounds what an unauthenticated (or slow) peer can make us hold.
+inline constexpr size_t kMaxPendingHandshakes = 16;
+// The start frame follows the helper's exec within milliseconds; 5 s allows a
+// loaded host and bounds a silent connection.
+inline constexpr uint64_t kStartFrameDeadlineUsec = 5ULL * 1000 * 1000;
+// Each D-Bus call of the supervisor (identity, StartTransientUnit, read-back,
+// Stop, query). systemd answers in milliseconds; 10 s covers a busy manager.
+inline constexpr uint64_t kBusCallTimeoutUsec = 10ULL * 1000 * 1000;
+// A stopped unit must be proven gone within this time or the supervisor logs
+// it and retries; TimeoutStopSec of the unit (kUnitStopTimeoutSec) plus margin.
+inline constexpr uint64_t kCleanupDeadlineUsec = 15ULL * 1000 * 1000;
+// TimeoutStopSec of a PTY unit: SIGTERM, then SIGKILL after this.
+inline constexpr uint64_t kUnitStopTimeoutUsec = 5ULL * 1000 * 1000;
+// D-Bus signals (UnitRemoved, JobRemoved, PropertiesChanged) are only hints to
+// re-query; they coalesce into a set of at most this many pending unit names.
+inline constexpr size_t kSignalQueueCapacity = 64;
+// Cleanup queries allowed per unit before the supervisor gives up and logs
+// (each waits for the next hint or deadline tick).
+inline constexpr unsigned kMaxCleanupQueries = 32;
+// Tasks a PTY unit may have (TasksMax=): an interactive shell with a build.
+inline constexpr uint64_t kUnitTasksMax = 512;
+// Concurrent identity lookups over D-Bus are the pending handshakes above.
+
+}  // namespace opencode::limits
