@@ -42,7 +42,10 @@ ssize_t SendWithFd(int sock, const void* data, size_t len, int fd) noexcept {
 
 RecvFdResult RecvWithFd(int sock, void* buf, size_t len, int flags) noexcept {
   RecvFdResult r;
-  alignas(struct cmsghdr) char control[CMSG_SPACE(kRecvFdSlots * sizeof(int))];
+  // Also room for one SCM_CREDENTIALS message, so that a foreign control
+  // message is reported as such rather than as truncation.
+  alignas(struct cmsghdr) char control[CMSG_SPACE(kRecvFdSlots * sizeof(int)) +
+                                       CMSG_SPACE(sizeof(struct ucred))];
   struct iovec iov = {buf, len};
   struct msghdr msg = {};
   msg.msg_iov = &iov;

@@ -1,0 +1,282 @@
+// Frame codec and START payload: round trips, incremental decoding split at
+// every byte boundary, and every malformed header and payload.
+#include "common/frame.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace opencode {
+namespace {
+
+using Status = DecodeResult::Status;
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+std::string Frame(FrameType t, std::string_view payload) {
+  std::string out;
+  AppendFrame(t, payload, &out);
+  return out;
+}
+
+std::string Header(uint8_t version, uint8_t type, uint16_t reserved, uint32_t len) {
+  std::string h(8, '\0');
+  h[0] = char(version); h[1] = char(type);
+  h[2] = char(reserved >> 8); h[3] = char(reserved);
+  h[4] = char(len >> 24); h[5] = char(len >> 16); h[6] = char(len >> 8); h[7] = char(len);
+  return h;
+}
+
+std::string StartFrame(uint16_t cols, uint16_t rows, std::vector<const char*> argv) {
+  std::vector<uint8_t> buf(limits::kFrameHeaderBytes + limits::kMaxStartPayload);
+  ErrorCode e;
+  size_t n = EncodeStartFrame(cols, rows, argv.size(), argv.data(), buf.data(), buf.size(), &e);
+  EXPECT_EQ(e, ErrorCode::kOk);
+  return std::string(reinterpret_cast<char*>(buf.data()), n);
+}
+
+TEST(Frame, HeaderLayout) {
+  std::string f = Frame(FrameType::kInput, "hi");
+  EXPECT_EQ(f, Header(1, 0x02, 0, 2) + "hi");
+}
+
+TEST(Frame, RoundTripEveryType) {
+  struct { Direction dir; FrameType type; std::string payload; } cases[] = {
+      {Direction::kFromClient, FrameType::kInput, "ls -l\r"},
+      {Direction::kFromClient, FrameType::kSignal, std::string(1, char(2))},
+      {Direction::kFromClient, FrameType::kStop, ""},
+      {Direction::kFromClient, FrameType::kEof, ""},
+      {Direction::kFromSupervisor, FrameType::kOutput, std::string("\0\xff\x1b[0m", 6)},
+      {Direction::kFromSupervisor, FrameType::kEvent, "{\"type\":\"notice\",\"code\":\"stopping\"}"},
+  };
+  for (auto& c : cases) {
+    std::string f = Frame(c.type, c.payload);
+    DecodeResult r = DecodeFrame(c.dir, Bytes(f));
+    ASSERT_EQ(r.status, Status::kFrame);
+    EXPECT_EQ(r.type, c.type);
+    EXPECT_EQ(r.consumed, f.size());
+    EXPECT_EQ(std::string(r.payload.begin(), r.payload.end()), c.payload);
+  }
+}
+
+TEST(Frame, IncrementalSplitAtEveryByte) {
+  // Three frames back to back, fed through every possible split point pair.
+  std::string stream = StartFrame(120, 40, {"sh", "-c", "echo hi"}) +
+                       Frame(FrameType::kInput, "abc") + Frame(FrameType::kStop, "");
+  for (size_t cut = 0; cut <= stream.size(); ++cut) {
+    std::string buf;
+    std::vector<FrameType> got;
+    auto feed = [&](std::string_view piece) {
+      buf.append(piece);
+      for (;;) {
+        DecodeResult r = DecodeFrame(Direction::kFromClient, Bytes(buf));
+        ASSERT_NE(r.status, Status::kError) << "cut " << cut;
+        if (r.status == Status::kNeedMore) return;
+        got.push_back(r.type);
+        buf.erase(0, r.consumed);
+      }
+    };
+    feed(std::string_view(stream).substr(0, cut));
+    feed(std::string_view(stream).substr(cut));
+    ASSERT_EQ(got.size(), 3u) << "cut " << cut;
+    EXPECT_TRUE(buf.empty());
+  }
+  // And one byte at a time: every prefix is "need more" until the frame is whole.
+  std::string f = Frame(FrameType::kInput, "hello");
+  for (size_t i = 0; i < f.size(); ++i)
+    EXPECT_EQ(DecodeFrame(Direction::kFromClient, Bytes(f.substr(0, i))).status, Status::kNeedMore);
+}
+
+struct BadHeader { const char* name; Direction dir; std::string bytes; ErrorCode want; };
+
+class FrameMalformed : public ::testing::TestWithParam<BadHeader> {};
+
+TEST_P(FrameMalformed, RejectedAsSoonAsVisible) {
+  const auto& p = GetParam();
+  DecodeResult r = DecodeFrame(p.dir, Bytes(p.bytes));
+  EXPECT_EQ(r.status, Status::kError) << p.name;
+  EXPECT_EQ(r.error, p.want) << p.name << ": " << ErrorCodeName(r.error);
+}
+
+const auto C = Direction::kFromClient;
+const auto S = Direction::kFromSupervisor;
+
+INSTANTIATE_TEST_SUITE_P(All, FrameMalformed, ::testing::Values(
+    BadHeader{"version0", C, std::string(1, '\0'), ErrorCode::kBadVersion},
+    BadHeader{"version2", C, std::string(1, '\2'), ErrorCode::kBadVersion},
+    BadHeader{"version255", S, Header(255, 0x81, 0, 1) + "x", ErrorCode::kBadVersion},
+    BadHeader{"type0", C, Header(1, 0, 0, 0).substr(0, 2), ErrorCode::kUnknownType},
+    BadHeader{"type6", C, Header(1, 6, 0, 0), ErrorCode::kUnknownType},
+    BadHeader{"output-from-client", C, Header(1, 0x81, 0, 1) + "x", ErrorCode::kUnknownType},
+    BadHeader{"event-from-client", C, Header(1, 0x82, 0, 2), ErrorCode::kUnknownType},
+    BadHeader{"input-from-supervisor", S, Header(1, 0x02, 0, 1), ErrorCode::kUnknownType},
+    BadHeader{"start-from-supervisor", S, Header(1, 0x01, 0, 12), ErrorCode::kUnknownType},
+    BadHeader{"type0xff", S, Header(1, 0xff, 0, 0), ErrorCode::kUnknownType},
+    BadHeader{"reserved-hi", C, Header(1, 0x02, 0x0100, 1).substr(0, 3), ErrorCode::kBadReserved},
+    BadHeader{"reserved-lo", C, Header(1, 0x02, 0x0001, 1), ErrorCode::kBadReserved},
+    BadHeader{"input-empty", C, Header(1, 0x02, 0, 0), ErrorCode::kFrameTooSmall},
+    BadHeader{"input-too-large", C, Header(1, 0x02, 0, limits::kMaxInputPayload + 1), ErrorCode::kFrameTooLarge},
+    BadHeader{"input-4GiB", C, Header(1, 0x02, 0, 0xffffffffu), ErrorCode::kFrameTooLarge},
+    BadHeader{"signal-empty", C, Header(1, 0x03, 0, 0), ErrorCode::kFrameTooSmall},
+    BadHeader{"signal-two-bytes", C, Header(1, 0x03, 0, 2), ErrorCode::kFrameTooLarge},
+    BadHeader{"stop-with-payload", C, Header(1, 0x04, 0, 1), ErrorCode::kFrameTooLarge},
+    BadHeader{"eof-with-payload", C, Header(1, 0x05, 0, 3), ErrorCode::kFrameTooLarge},
+    BadHeader{"start-too-small", C, Header(1, 0x01, 0, 11), ErrorCode::kFrameTooSmall},
+    BadHeader{"start-too-large", C, Header(1, 0x01, 0, limits::kMaxStartPayload + 1), ErrorCode::kFrameTooLarge},
+    BadHeader{"output-empty", S, Header(1, 0x81, 0, 0), ErrorCode::kFrameTooSmall},
+    BadHeader{"output-too-large", S, Header(1, 0x81, 0, limits::kMaxOutputPayload + 1), ErrorCode::kFrameTooLarge},
+    BadHeader{"event-too-small", S, Header(1, 0x82, 0, 1), ErrorCode::kFrameTooSmall},
+    BadHeader{"event-too-large", S, Header(1, 0x82, 0, limits::kMaxEnvelopeBytes + 1), ErrorCode::kFrameTooLarge}),
+    [](const auto& info) { std::string n = info.param.name; for (auto& c : n) if (c == '-') c = '_'; return n; });
+
+TEST(Frame, LargestLegalFramesDecode) {
+  std::string f = Frame(FrameType::kInput, std::string(limits::kMaxInputPayload, 'x'));
+  EXPECT_EQ(DecodeFrame(C, Bytes(f)).status, Status::kFrame);
+  f = Frame(FrameType::kOutput, std::string(limits::kMaxOutputPayload, 'x'));
+  EXPECT_EQ(DecodeFrame(S, Bytes(f)).status, Status::kFrame);
+}
+
+// ---- START payload ----
+
+ErrorCode ParseRaw(const std::string& payload, StartRequest* req) {
+  return ParseStartPayload(Bytes(payload), req);
+}
+
+std::string U32(uint32_t v) {
+  return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+}
+
+std::string Payload(uint16_t cols, uint16_t rows, uint32_t flags, uint32_t argc,
+                    std::vector<std::string> args) {
+  std::string p{char(cols >> 8), char(cols), char(rows >> 8), char(rows)};
+  p += U32(flags) + U32(argc);
+  for (auto& a : args) p += U32(uint32_t(a.size())) + a;
+  return p;
+}
+
+TEST(StartPayload, RoundTrip) {
+  std::string f = StartFrame(132, 43, {"/bin/echo", "", "two words", "\xff\xfe", "-n"});
+  DecodeResult r = DecodeFrame(C, Bytes(f));
+  ASSERT_EQ(r.status, Status::kFrame);
+  ASSERT_EQ(r.type, FrameType::kStart);
+  StartRequest req;
+  ASSERT_EQ(ParseStartPayload(r.payload, &req), ErrorCode::kOk);
+  EXPECT_EQ(req.cols, 132);
+  EXPECT_EQ(req.rows, 43);
+  EXPECT_EQ(req.argv, (std::vector<std::string>{"/bin/echo", "", "two words", "\xff\xfe", "-n"}));
+}
+
+TEST(StartPayload, EncoderEnforcesBounds) {
+  std::vector<uint8_t> buf(limits::kFrameHeaderBytes + limits::kMaxStartPayload);
+  ErrorCode e;
+  const char* one[] = {"sh"};
+  EXPECT_EQ(EncodeStartFrame(0, 24, 1, one, buf.data(), buf.size(), &e), 0u);
+  EXPECT_EQ(e, ErrorCode::kBadSize);
+  EXPECT_EQ(EncodeStartFrame(80, limits::kMaxRows + 1, 1, one, buf.data(), buf.size(), &e), 0u);
+  EXPECT_EQ(e, ErrorCode::kBadSize);
+  EXPECT_EQ(EncodeStartFrame(80, 24, 0, one, buf.data(), buf.size(), &e), 0u);
+  EXPECT_EQ(e, ErrorCode::kBadArgc);
+  std::vector<const char*> many(limits::kMaxArgs + 1, "x");
+  EXPECT_EQ(EncodeStartFrame(80, 24, many.size(), many.data(), buf.data(), buf.size(), &e), 0u);
+  EXPECT_EQ(e, ErrorCode::kBadArgc);
+  std::string big(limits::kMaxArgBytes + 1, 'x');
+  const char* bigv[] = {"sh", big.c_str()};
+  EXPECT_EQ(EncodeStartFrame(80, 24, 2, bigv, buf.data(), buf.size(), &e), 0u);
+  EXPECT_EQ(e, ErrorCode::kArgTooLong);
+  std::string third(limits::kMaxArgBytes, 'x');
+  const char* totalv[] = {third.c_str(), third.c_str(), "y"};
+  EXPECT_EQ(EncodeStartFrame(80, 24, 3, totalv, buf.data(), buf.size(), &e), 0u);
+  EXPECT_EQ(e, ErrorCode::kArgvTooLong);
+  const char* empty[] = {""};
+  EXPECT_EQ(EncodeStartFrame(80, 24, 1, empty, buf.data(), buf.size(), &e), 0u);
+  EXPECT_EQ(e, ErrorCode::kEmptyCommand);
+  EXPECT_EQ(EncodeStartFrame(80, 24, 1, one, buf.data(), 10, &e), 0u);  // cap too small
+  // Exactly at the bounds: accepted, and the size matches StartFrameSize.
+  std::vector<const char*> max_args(limits::kMaxArgs, "x");
+  size_t n = EncodeStartFrame(limits::kMaxCols, limits::kMaxRows, max_args.size(), max_args.data(),
+                              buf.data(), buf.size(), &e);
+  EXPECT_EQ(e, ErrorCode::kOk);
+  EXPECT_EQ(n, StartFrameSize(max_args.size(), max_args.data(), &e));
+  const char* full[] = {third.c_str(), third.c_str()};
+  EXPECT_GT(EncodeStartFrame(80, 24, 2, full, buf.data(), buf.size(), &e), 0u);
+}
+
+struct BadStart { const char* name; std::string payload; ErrorCode want; };
+class StartMalformed : public ::testing::TestWithParam<BadStart> {};
+
+TEST_P(StartMalformed, Rejected) {
+  StartRequest req;
+  req.argv = {"untouched"};
+  EXPECT_EQ(ParseRaw(GetParam().payload, &req), GetParam().want) << GetParam().name;
+  EXPECT_EQ(req.argv, std::vector<std::string>{"untouched"});  // nothing half-filled
+}
+
+INSTANTIATE_TEST_SUITE_P(All, StartMalformed, ::testing::Values(
+    BadStart{"short", std::string(11, '\0'), ErrorCode::kBadStart},
+    BadStart{"flags", Payload(80, 24, 1, 1, {"sh"}), ErrorCode::kBadStart},
+    BadStart{"cols0", Payload(0, 24, 0, 1, {"sh"}), ErrorCode::kBadSize},
+    BadStart{"rows0", Payload(80, 0, 0, 1, {"sh"}), ErrorCode::kBadSize},
+    BadStart{"cols_over", Payload(1001, 24, 0, 1, {"sh"}), ErrorCode::kBadSize},
+    BadStart{"rows_over", Payload(80, 65535, 0, 1, {"sh"}), ErrorCode::kBadSize},
+    BadStart{"argc0", Payload(80, 24, 0, 0, {}), ErrorCode::kBadArgc},
+    BadStart{"argc_over", Payload(80, 24, 0, limits::kMaxArgs + 1, {"sh"}), ErrorCode::kBadArgc},
+    BadStart{"argc_more_than_present", Payload(80, 24, 0, 2, {"sh"}), ErrorCode::kBadStart},
+    BadStart{"argc_less_than_present", Payload(80, 24, 0, 1, {"sh", "x"}), ErrorCode::kBadStart},
+    BadStart{"trailing_byte", Payload(80, 24, 0, 1, {"sh"}) + "x", ErrorCode::kBadStart},
+    BadStart{"length_past_end", Payload(80, 24, 0, 1, {}) + U32(5) + "sh", ErrorCode::kBadStart},
+    BadStart{"truncated_length", Payload(80, 24, 0, 1, {}) + "\0\0", ErrorCode::kBadStart},
+    BadStart{"empty_command", Payload(80, 24, 0, 1, {""}), ErrorCode::kEmptyCommand},
+    BadStart{"nul_in_arg", Payload(80, 24, 0, 2, {"sh", std::string("a\0b", 3)}), ErrorCode::kBadStart},
+    BadStart{"arg_too_long", Payload(80, 24, 0, 2, {"sh", std::string(limits::kMaxArgBytes + 1, 'x')}), ErrorCode::kArgTooLong},
+    BadStart{"arg_len_huge", Payload(80, 24, 0, 1, {}) + U32(0xffffffffu), ErrorCode::kArgTooLong},
+    BadStart{"argv_too_long", Payload(80, 24, 0, 3, {std::string(limits::kMaxArgBytes, 'x'), std::string(limits::kMaxArgBytes, 'x'), "y"}), ErrorCode::kArgvTooLong}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(StartPayload, RandomizedRoundTrip100k) {
+  std::mt19937_64 rng(20261202);  // fixed seed: reproducible
+  std::uniform_int_distribution<int> argc_d(1, 8), len_d(0, 24), byte_d(1, 255), size_d(1, 1000);
+  std::vector<uint8_t> buf(limits::kFrameHeaderBytes + limits::kMaxStartPayload);
+  for (int i = 0; i < 100000; ++i) {
+    std::vector<std::string> args(argc_d(rng));
+    for (size_t k = 0; k < args.size(); ++k) {
+      args[k].resize(len_d(rng) + (k == 0 ? 1 : 0));
+      for (auto& c : args[k]) c = char(byte_d(rng));  // no NUL: C strings
+    }
+    std::vector<const char*> ptrs;
+    for (auto& a : args) ptrs.push_back(a.c_str());
+    uint16_t cols = uint16_t(size_d(rng)), rows = uint16_t(size_d(rng));
+    ErrorCode e;
+    size_t n = EncodeStartFrame(cols, rows, ptrs.size(), ptrs.data(), buf.data(), buf.size(), &e);
+    ASSERT_GT(n, 0u);
+    DecodeResult r = DecodeFrame(C, {buf.data(), n});
+    ASSERT_EQ(r.status, Status::kFrame);
+    ASSERT_EQ(r.consumed, n);
+    StartRequest req;
+    ASSERT_EQ(ParseStartPayload(r.payload, &req), ErrorCode::kOk);
+    ASSERT_EQ(req.argv, args);
+    ASSERT_EQ(req.cols, cols);
+    ASSERT_EQ(req.rows, rows);
+  }
+}
+
+TEST(Signals, AllowlistIsExact) {
+  int allowed = 0;
+  for (int n = 0; n < 256; ++n) {
+    std::string_view name = SignalName(uint8_t(n));
+    if (name.empty()) continue;
+    ++allowed;
+    EXPECT_EQ(SignalNumber(name), n);
+    EXPECT_EQ(SignalNumber("SIG" + std::string(name)), n);
+  }
+  EXPECT_EQ(allowed, 11);
+  EXPECT_EQ(SignalNumber("SEGV"), 0);
+  EXPECT_EQ(SignalNumber("int"), 0);
+  EXPECT_EQ(SignalNumber(""), 0);
+  EXPECT_TRUE(SignalName(0).empty());
+  EXPECT_TRUE(SignalName(11).empty());  // SEGV is not something a client may send
+}
+
+}  // namespace
+}  // namespace opencode
