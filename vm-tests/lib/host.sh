@@ -189,6 +189,21 @@ vt_cgroup_enter_cmd() {
   printf '%s\0' sh -c 'for f in "$@"; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"' vt-enter "${procs[@]}" --
 }
 
+# Cgroups of earlier runs that were killed before their trap ran (the pid in
+# the name is gone): empty and remove them.
+vt_cgroup_sweep() {
+  local d pid
+  for d in /sys/fs/cgroup/vmtests-*-* /sys/fs/cgroup/*/vmtests-*-*; do
+    [ -d "$d" ] || continue
+    pid=${d##*-}
+    case "$pid" in ''|*[!0-9]*) continue ;; esac
+    kill -0 "$pid" 2>/dev/null && continue
+    vt_log "removing the cgroup $d of an earlier run that did not clean up"
+    VT_CGROUPS=("$d")
+    vt_cgroup_cleanup "$(basename "$d")"
+  done
+}
+
 vt_cgroup_cleanup() { # MACHINE
   local cg pid _
   for cg in "${VT_CGROUPS[@]}"; do
