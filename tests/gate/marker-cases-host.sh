@@ -1,0 +1,64 @@
+#!/bin/bash
+# marker-cases-host.sh VERIFIER: every readiness-marker case
+# (vm-tests/gate/marker-cases.sh) on the host, on real root-owned files under
+# a private root in /run. The verifier under test is the built one with
+# exactly its three path lines (LIBEXEC, MARKER_DIR, YAMA_PTRACE_SCOPE)
+# pointed into that root; the Yama file is a plain file the test controls,
+# so the "ready" verdict and weaker Yama values are exercised here too. The
+# same cases run on the real paths in the harness (vm.gate.*).
+# Needs root (ownership is part of every case): exit 77 (ctest: skipped) otherwise.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+verifier=${1:?usage: marker-cases-host.sh VERIFIER}
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (the cases chown files to root and to another uid)"; exit 77; }
+command -v dash >/dev/null || { echo "FAIL: dash is not installed"; exit 1; }
+. "$here/check.sh"
+. "$here/../../vm-tests/gate/marker-cases.sh"
+
+R=$(mktemp -d /run/opencode-gate-test.XXXXXX) || { echo "FAIL: cannot make a directory in /run"; exit 1; }
+trap 'rm -rf -- "$R"' EXIT
+chmod 0755 "$R"
+mkdir -p "$R/usr/local/libexec" "$R/etc/opencode" "$R/pristine"
+chmod 0755 "$R/usr" "$R/usr/local" "$R/usr/local/libexec" "$R/etc" "$R/etc/opencode"
+
+# Three distinct stand-in binaries (the cases are about the marker, not the code).
+for b in $GATE_BINS; do
+  { cat /bin/true; printf '%s' "$b"; } > "$R/pristine/$b"
+done
+sed -e "s#^LIBEXEC=/usr/local/libexec\$#LIBEXEC=$R/usr/local/libexec#" \
+    -e "s#^MARKER_DIR=/etc/opencode\$#MARKER_DIR=$R/etc/opencode#" \
+    -e "s#^YAMA_PTRACE_SCOPE=/proc/sys/kernel/yama/ptrace_scope\$#YAMA_PTRACE_SCOPE=$R/yama_ptrace_scope#" \
+    "$verifier" > "$R/usr/local/libexec/opencode-pty-verify-readiness"
+changed=$(diff "$verifier" "$R/usr/local/libexec/opencode-pty-verify-readiness" | grep -c '^>')
+if [ "$changed" -eq 3 ]; then
+  pass "host: the test copy of the verifier differs in exactly its 3 path lines"
+else
+  fail "host: the test copy of the verifier differs in exactly its 3 path lines" "$changed lines differ"
+fi
+
+GATE_LIBEXEC=$R/usr/local/libexec
+GATE_MARKER_DIR=$R/etc/opencode
+GATE_PRISTINE=$R/pristine
+GATE_APP_UID=4242
+GATE_EXPECT_GOOD=ready
+GATE_YAMA_FILE=$R/yama_ptrace_scope
+echo 2 > "$GATE_YAMA_FILE"
+run_marker_cases
+
+# Yama cases that need a fake file: absent, and not a number.
+gate_reset; rm -f "$GATE_YAMA_FILE"
+expect_deny "yama: absent from the kernel" "Yama is not active in this kernel"
+gate_reset; echo 3 > "$GATE_YAMA_FILE"
+expect_ready "yama: ptrace_scope 3 is stronger than 2"
+gate_reset; echo x > "$GATE_YAMA_FILE"
+expect_deny "yama: not a number" "unexpected Yama ptrace_scope value"
+gate_reset
+
+# The verifier's place itself: /run/<test root> is fine, a world-writable
+# ancestor (like /tmp) is not.
+gate_reset; chmod 1777 "$R"
+expect_deny "dir: an ancestor sticky and world-writable" "$R is writable by group or other (mode 1777)"
+chmod 0755 "$R"
+gate_reset; expect_ready "final: good marker again after every case"
+
+checks_done
