@@ -13,6 +13,21 @@ vt_die() { printf '[vm-tests] error: %s\n' "$*" >&2; exit 2; }
 vt_now() { date +%s.%N; }
 vt_since() { awk -v a="$1" -v b="$(vt_now)" 'BEGIN { printf "%.1f", b - a }'; }
 
+# vt_require TARGET: the host tools this target needs, named by package.
+vt_require() {
+  local need=(flock:util-linux zstd:zstd tar:tar debootstrap:debootstrap chroot:coreutils)
+  if [ "$1" = vm ]; then
+    need+=(qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils mkfs.ext4:e2fsprogs)
+  else
+    need+=(systemd-nspawn:systemd-container)
+  fi
+  local n missing=()
+  for n in "${need[@]}"; do
+    command -v "${n%%:*}" >/dev/null 2>&1 || missing+=("${n#*:}")
+  done
+  [ ${#missing[@]} -eq 0 ] || vt_die "missing host tools; install: apt-get install ${missing[*]} (tools/install-deps)"
+}
+
 # The Debian mirror this machine's apt uses (deb822 .sources or one-line
 # .list), so that debootstrap reaches the same one; VMTESTS_MIRROR overrides.
 vt_mirror() {
