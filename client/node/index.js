@@ -1,0 +1,928 @@
+'use strict';
+// Node client of the opencode-pty supervisor: a node-pty-shaped API over the
+// session protocol (docs/PROTOCOL.md, version 1). Owns one connection and one
+// directory descriptor per PTY, the strict frame and envelope decoders, and the
+// output buffer held for the application.
+// Invariants: the socket and the directory fd are close-on-exec in this process
+// and reach exactly one child, the fixed helper, as its fd 3 and fd 4; nothing is
+// written to the socket before the helper exited 0; every buffer has a bound
+// (output held for the application, input not yet sent), and output that cannot
+// be delivered stops reading the socket instead of being dropped.
+
+const childProcess = require('child_process');
+const fs = require('fs');
+const net = require('net');
+const { StringDecoder } = require('string_decoder');
+
+const DEFAULT_SOCKET_PATH = '/run/opencode-pty/supervisor.sock';
+const DEFAULT_HELPER_PATH = '/usr/local/libexec/opencode-pty-client';
+
+// Bounds of the wire format mirror common/limits.h; the module's own bounds
+// (the last group) are documented in README.md.
+const limits = Object.freeze({
+  frameHeaderBytes: 8,
+  maxInputPayload: 16 * 1024,
+  maxOutputPayload: 64 * 1024,
+  maxEnvelopeBytes: 4 * 1024,
+  maxStartPayload: 12 + 4 * 1024 + 64 * 1024,
+  maxArgs: 1024,
+  maxArgBytes: 32 * 1024,
+  maxArgvTotalBytes: 64 * 1024,
+  maxCols: 1000,
+  maxRows: 1000,
+  defaultCols: 80,
+  defaultRows: 24,
+  // Output held for the application while it has no data listener or is
+  // paused. When reached, the socket is no longer read, so the supervisor's
+  // queue fills and it stops reading the PTY: the command blocks, nothing is
+  // dropped. One socket read (at most 64 KiB) may land on top of it.
+  maxBufferedOutputBytes: 1024 * 1024,
+  // Largest single write() and the most input that may wait unsent in this
+  // process (frames not yet taken by the kernel); beyond it write() throws.
+  maxWriteBytes: 1024 * 1024,
+  // (plus the 64 frame headers of one maximal write)
+  maxQueuedInputBytes: 1024 * 1024 + 64 * 8,
+  // write() returns false above this much unsent input (like a stream's
+  // highWaterMark); onDrain fires when it has been sent.
+  inputHighWaterMark: 64 * 1024,
+  // The helper sends one frame and exits: it has this long before it is killed.
+  helperTimeoutMs: 10 * 1000,
+  // After a helper failure, how long to wait for the supervisor's error
+  // envelope that explains it.
+  helperFailureGraceMs: 1000,
+  // Helper stderr kept for error messages.
+  maxHelperStderrBytes: 4 * 1024,
+});
+
+const FrameType = Object.freeze({
+  START: 0x01, INPUT: 0x02, SIGNAL: 0x03, STOP: 0x04, EOF: 0x05,
+  OUTPUT: 0x81, EVENT: 0x82,
+});
+
+// [min, max] payload bytes per type and direction (docs/PROTOCOL.md section 2).
+const BOUNDS = Object.freeze({
+  fromClient: new Map([
+    [FrameType.START, [12, limits.maxStartPayload]],
+    [FrameType.INPUT, [1, limits.maxInputPayload]],
+    [FrameType.SIGNAL, [1, 1]],
+    [FrameType.STOP, [0, 0]],
+    [FrameType.EOF, [0, 0]],
+  ]),
+  fromSupervisor: new Map([
+    [FrameType.OUTPUT, [1, limits.maxOutputPayload]],
+    [FrameType.EVENT, [2, limits.maxEnvelopeBytes]],
+  ]),
+});
+
+// The signal allowlist of docs/PROTOCOL.md section 5.
+const SIGNALS = Object.freeze({
+  HUP: 1, INT: 2, QUIT: 3, KILL: 9, USR1: 10, USR2: 12, TERM: 15,
+  CONT: 18, STOP: 19, TSTP: 20, WINCH: 28,
+});
+
+// Exit statuses of /usr/local/libexec/opencode-pty-client (docs/PROTOCOL.md
+// section 9); any other status is reported as "unknown".
+const HELPER_STATUS = Object.freeze({});
+
+class PtyError extends Error {
+  constructor(code, message, extra) {
+    super(message);
+    this.name = 'PtyError';
+    this.code = code;
+    if (extra) Object.assign(this, extra);
+  }
+}
+
+// ---------------------------------------------------------------- frames ----
+
+function encodeFrame(type, payload) {
+  const body = payload === undefined ? Buffer.alloc(0) : Buffer.from(payload);
+  const frame = Buffer.allocUnsafe(limits.frameHeaderBytes + body.length);
+  frame[0] = 1;
+  frame[1] = type;
+  frame[2] = 0;
+  frame[3] = 0;
+  frame.writeUInt32BE(body.length, 4);
+  body.copy(frame, limits.frameHeaderBytes);
+  return frame;
+}
+
+// Incremental strict decoder. push() calls onFrame(type, payload) for every
+// complete frame and returns null, or returns an error code as soon as the
+// offending header byte has arrived; after an error it refuses everything.
+// A payload is never buffered beyond its type's maximum.
+class FrameDecoder {
+  constructor(direction) {
+    if (direction !== 'fromClient' && direction !== 'fromSupervisor') {
+      throw new TypeError('direction must be "fromClient" or "fromSupervisor"');
+    }
+    this._bounds = BOUNDS[direction];
+    this._header = Buffer.alloc(limits.frameHeaderBytes);
+    this._headerFill = 0;
+    this._payload = null;
+    this._payloadFill = 0;
+    this.error = null;
+  }
+
+  get idle() { return this._headerFill === 0 && this._payload === null; }
+
+  push(chunk, onFrame) {
+    if (this.error) return this.error;
+    let i = 0;
+    while (i < chunk.length) {
+      if (this._payload === null) {
+        const byte = chunk[i++];
+        const at = this._headerFill;
+        this._header[this._headerFill++] = byte;
+        if (at === 0 && byte !== 1) return this._fail('bad_version');
+        if (at === 1 && !this._bounds.has(byte)) return this._fail('unknown_type');
+        if ((at === 2 || at === 3) && byte !== 0) return this._fail('bad_reserved');
+        if (this._headerFill < limits.frameHeaderBytes) continue;
+        const type = this._header[1];
+        const length = this._header.readUInt32BE(4);
+        const [min, max] = this._bounds.get(type);
+        if (length > max) return this._fail('frame_too_large');
+        if (length < min) return this._fail('frame_too_small');
+        this._headerFill = 0;
+        if (length === 0) {
+          onFrame(type, Buffer.alloc(0));
+          continue;
+        }
+        if (chunk.length - i >= length) {  // whole payload in this chunk: no copy
+          const payload = chunk.subarray(i, i + length);
+          i += length;
+          onFrame(type, payload);
+          continue;
+        }
+        this._payload = Buffer.allocUnsafe(length);
+        this._payloadFill = 0;
+        this._payloadType = type;
+      }
+      const n = Math.min(this._payload.length - this._payloadFill, chunk.length - i);
+      chunk.copy(this._payload, this._payloadFill, i, i + n);
+      this._payloadFill += n;
+      i += n;
+      if (this._payloadFill === this._payload.length) {
+        const payload = this._payload;
+        this._payload = null;
+        onFrame(this._payloadType, payload);
+      }
+    }
+    return null;
+  }
+
+  _fail(code) {
+    this.error = code;
+    this._payload = null;
+    return code;
+  }
+}
+
+// ------------------------------------------------------------- envelopes ----
+
+const utf8Fatal = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+function isValidUtf8(bytes) {
+  try {
+    utf8Fatal.decode(bytes);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// Strict parser of the one JSON shape envelopes have: a flat object whose
+// values are strings, integers, true/false or null; no nesting, no duplicate
+// keys, nothing after the closing brace (docs/PROTOCOL.md section 4).
+function parseFlatJson(text) {
+  let i = 0;
+  const fail = (why) => { throw new PtyError('bad_json', `envelope is not a flat JSON object: ${why}`); };
+  const ws = () => {
+    while (i < text.length) {
+      const c = text.charCodeAt(i);
+      if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) break;
+      i++;
+    }
+  };
+  const string = () => {
+    if (text[i] !== '"') fail('expected a string');
+    i++;
+    let out = '';
+    for (;;) {
+      if (i >= text.length) fail('unterminated string');
+      const c = text.charCodeAt(i++);
+      if (c === 0x22) return out;
+      if (c < 0x20) fail('control character in string');
+      if (c >= 0xd800 && c <= 0xdfff) {  // only as a pair (the text came from valid UTF-8)
+        out += text[i - 1] + text[i++];
+        continue;
+      }
+      if (c !== 0x5c) { out += text[i - 1]; continue; }
+      const e = text[i++];
+      const simple = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' }[e];
+      if (simple !== undefined) { out += simple; continue; }
+      if (e !== 'u') fail('bad escape');
+      const unit = () => {
+        const hex = text.slice(i, i + 4);
+        if (!/^[0-9a-fA-F]{4}$/.test(hex)) fail('bad \\u escape');
+        i += 4;
+        return parseInt(hex, 16);
+      };
+      const u = unit();
+      if (u >= 0xdc00 && u <= 0xdfff) fail('lone surrogate escape');
+      if (u >= 0xd800 && u <= 0xdbff) {
+        if (text[i] !== '\\' || text[i + 1] !== 'u') fail('lone surrogate escape');
+        i += 2;
+        const low = unit();
+        if (low < 0xdc00 || low > 0xdfff) fail('lone surrogate escape');
+        out += String.fromCharCode(u, low);
+      } else {
+        out += String.fromCharCode(u);
+      }
+    }
+  };
+  const value = () => {
+    const c = text[i];
+    if (c === '"') return string();
+    if (c === '{' || c === '[') fail('nested value');
+    for (const [word, v] of [['true', true], ['false', false], ['null', null]]) {
+      if (text.startsWith(word, i)) { i += word.length; return v; }
+    }
+    const m = /^-?(?:0|[1-9][0-9]*)/.exec(text.slice(i, i + 32));
+    if (!m) fail('unexpected value');
+    i += m[0].length;
+    if (/[.eE0-9]/.test(text[i] || '')) fail('only integers are allowed');
+    const n = Number(m[0]);
+    if (!Number.isSafeInteger(n)) fail('integer out of range');
+    return n;
+  };
+  const obj = Object.create(null);
+  ws();
+  if (text[i++] !== '{') fail('expected {');
+  ws();
+  if (text[i] === '}') {
+    i++;
+  } else {
+    for (;;) {
+      ws();
+      const key = string();
+      if (Object.prototype.hasOwnProperty.call(obj, key)) fail(`duplicate key "${key}"`);
+      ws();
+      if (text[i++] !== ':') fail('expected :');
+      ws();
+      obj[key] = value();
+      ws();
+      const sep = text[i++];
+      if (sep === ',') continue;
+      if (sep === '}') break;
+      fail('expected , or }');
+    }
+  }
+  ws();
+  if (i !== text.length) fail('bytes after the object');
+  return obj;
+}
+
+const HEX = (n) => new RegExp(`^[0-9a-f]{${n}}$`);
+const ENVELOPE_FIELDS = Object.freeze({
+  started: {
+    session: (v) => typeof v === 'string' && HEX(32).test(v),
+    unit: (v) => typeof v === 'string' && /^opencode-pty-[0-9a-f]{32}\.service$/.test(v),
+    invocation: (v) => typeof v === 'string' && HEX(32).test(v),
+    revision: (v) => typeof v === 'string' && HEX(40).test(v),
+    source: (v) => typeof v === 'string' && HEX(64).test(v),
+  },
+  exit: {
+    code: (v) => v === null || Number.isSafeInteger(v),
+    signal: (v) => v === null || (typeof v === 'string' && /^[A-Z0-9]{1,16}$/.test(v)),
+  },
+  error: {
+    code: (v) => typeof v === 'string' && /^[a-z0-9_]{1,64}$/.test(v),
+    message: (v) => typeof v === 'string',
+  },
+  notice: {
+    code: (v) => typeof v === 'string' && /^[a-z0-9_]{1,64}$/.test(v),
+  },
+});
+
+// Parses and checks one EVENT payload; throws PtyError bad_json, missing_field
+// or bad_field. Unknown keys are kept (clients must ignore them).
+function parseEnvelope(bytes) {
+  if (bytes.length > limits.maxEnvelopeBytes) {
+    throw new PtyError('frame_too_large', 'envelope above 4096 bytes');
+  }
+  let text;
+  try {
+    text = utf8Fatal.decode(bytes);
+  } catch {
+    throw new PtyError('bad_json', 'envelope is not valid UTF-8');
+  }
+  const env = parseFlatJson(text);
+  if (!('type' in env)) throw new PtyError('missing_field', 'envelope without "type"');
+  const rules = typeof env.type === 'string' ? ENVELOPE_FIELDS[env.type] : undefined;
+  if (!rules) throw new PtyError('bad_field', `unknown envelope type ${JSON.stringify(env.type)}`);
+  for (const [key, ok] of Object.entries(rules)) {
+    if (!(key in env)) throw new PtyError('missing_field', `${env.type} envelope without "${key}"`);
+    if (!ok(env[key])) throw new PtyError('bad_field', `${env.type} envelope has a bad "${key}"`);
+  }
+  return env;
+}
+
+// ----------------------------------------------------------------- input ----
+
+// Lone surrogates cannot be encoded as UTF-8; Buffer.from would silently
+// replace them with U+FFFD, so they are refused instead.
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function inputBytes(data) {
+  if (typeof data === 'string') {
+    if (LONE_SURROGATE.test(data)) {
+      throw new PtyError('bad_utf8', 'write: string contains a lone surrogate (not encodable as UTF-8)');
+    }
+    return Buffer.from(data, 'utf8');
+  }
+  if (data instanceof Uint8Array) {
+    if (!isValidUtf8(data)) throw new PtyError('bad_utf8', 'write: bytes are not valid UTF-8');
+    return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  }
+  throw new TypeError('write: data must be a string, Buffer or Uint8Array');
+}
+
+// Splits valid UTF-8 into INPUT payloads of at most maxInputPayload bytes, each
+// cut on a character boundary so that every frame is valid UTF-8 on its own.
+function chunkUtf8(bytes, max = limits.maxInputPayload) {
+  const chunks = [];
+  let start = 0;
+  while (start < bytes.length) {
+    let end = Math.min(start + max, bytes.length);
+    while (end < bytes.length && (bytes[end] & 0xc0) === 0x80) end--;
+    chunks.push(bytes.subarray(start, end));
+    start = end;
+  }
+  return chunks;
+}
+
+function signalNumber(signal) {
+  if (typeof signal !== 'string') throw new TypeError('kill: signal must be a name such as "SIGTERM"');
+  const name = signal.startsWith('SIG') ? signal.slice(3) : signal;
+  if (!Object.prototype.hasOwnProperty.call(SIGNALS, name)) {
+    throw new PtyError('bad_signal', `kill: ${signal} is not allowed (allowed: ${Object.keys(SIGNALS).map((s) => 'SIG' + s).join(', ')})`);
+  }
+  return SIGNALS[name];
+}
+
+// --------------------------------------------------------------- options ----
+
+const KNOWN_OPTIONS = new Set(['cwd', 'cols', 'rows', 'env', 'encoding', 'socketPath', 'helperPath']);
+
+function checkSize(name, v, def, max) {
+  if (v === undefined) return def;
+  if (!Number.isInteger(v) || v < 1 || v > max) {
+    throw new PtyError('bad_size', `${name} must be an integer in 1..${max}, got ${v}`);
+  }
+  return v;
+}
+
+function checkArgv(file, args) {
+  if (typeof file !== 'string' || file.length === 0) {
+    throw new PtyError('empty_command', 'spawn: file must be a non-empty string');
+  }
+  if (args === undefined) args = [];
+  if (typeof args === 'string') {
+    throw new TypeError('spawn: args must be an array of strings (a single command-line string is not split)');
+  }
+  if (!Array.isArray(args)) throw new TypeError('spawn: args must be an array of strings');
+  const argv = [file, ...args];
+  if (argv.length > limits.maxArgs) {
+    throw new PtyError('bad_argc', `spawn: at most ${limits.maxArgs} argv elements, got ${argv.length}`);
+  }
+  let total = 0;
+  for (const a of argv) {
+    if (typeof a !== 'string') throw new TypeError('spawn: every argument must be a string');
+    if (a.includes('\0')) throw new PtyError('bad_start', 'spawn: an argument contains NUL');
+    if (LONE_SURROGATE.test(a)) throw new PtyError('bad_start', 'spawn: an argument contains a lone surrogate');
+    const n = Buffer.byteLength(a, 'utf8');
+    if (n > limits.maxArgBytes) {
+      throw new PtyError('arg_too_long', `spawn: an argument is ${n} bytes (max ${limits.maxArgBytes})`);
+    }
+    total += n;
+  }
+  if (total > limits.maxArgvTotalBytes) {
+    throw new PtyError('argv_too_long', `spawn: arguments total ${total} bytes (max ${limits.maxArgvTotalBytes})`);
+  }
+  return args.slice();
+}
+
+function checkOptions(options) {
+  const o = options === undefined ? {} : options;
+  if (o === null || typeof o !== 'object') throw new TypeError('spawn: options must be an object');
+  for (const key of Object.keys(o)) {
+    if (key === 'name') {
+      throw new PtyError('env_fixed', 'spawn: option "name" is not supported: TERM is fixed by the launcher');
+    }
+    if (!KNOWN_OPTIONS.has(key)) throw new TypeError(`spawn: unknown option "${key}"`);
+  }
+  if (o.env !== undefined && (o.env === null || typeof o.env !== 'object' || Object.keys(o.env).length > 0)) {
+    throw new PtyError('env_fixed',
+      'spawn: option "env" must be absent or empty: the PTY environment is a fixed allowlist set by the launcher');
+  }
+  if (o.encoding !== undefined && o.encoding !== null && o.encoding !== 'utf8' && o.encoding !== 'utf-8') {
+    throw new TypeError('spawn: encoding must be "utf8" or null (Buffers)');
+  }
+  const cwd = o.cwd === undefined ? process.cwd() : o.cwd;
+  if (typeof cwd !== 'string' || cwd.length === 0 || cwd.includes('\0')) {
+    throw new TypeError('spawn: cwd must be a non-empty path');
+  }
+  for (const key of ['socketPath', 'helperPath']) {
+    if (o[key] !== undefined && (typeof o[key] !== 'string' || !o[key].startsWith('/'))) {
+      throw new TypeError(`spawn: ${key} must be an absolute path`);
+    }
+  }
+  return {
+    cwd,
+    cols: checkSize('cols', o.cols, limits.defaultCols, limits.maxCols),
+    rows: checkSize('rows', o.rows, limits.defaultRows, limits.maxRows),
+    binary: o.encoding === null,
+    socketPath: o.socketPath || DEFAULT_SOCKET_PATH,
+    helperPath: o.helperPath || DEFAULT_HELPER_PATH,
+  };
+}
+
+// ------------------------------------------------------------------- Pty ----
+
+class Listeners {
+  constructor() { this._list = []; }
+  get size() { return this._list.length; }
+  add(fn, owner) {
+    if (typeof fn !== 'function') throw new TypeError('listener must be a function');
+    const entry = { fn };
+    this._list.push(entry);
+    return {
+      dispose: () => {
+        const i = this._list.indexOf(entry);
+        if (i >= 0) {
+          this._list.splice(i, 1);
+          if (owner) owner();
+        }
+      },
+    };
+  }
+  emit(value) {
+    for (const { fn } of this._list.slice()) fn(value);
+  }
+}
+
+// state: 'connecting' → 'handshake' (helper running) → 'starting' (helper
+// exited 0, waiting for `started`) → 'running' → 'exited'.
+class Pty {
+  constructor(file, args, opts) {
+    this.process = file;
+    this.cols = opts.cols;
+    this.rows = opts.rows;
+    this.unit = null;
+    this.session = null;
+    this.invocation = null;
+    this.revision = null;
+    this.source = null;
+    this.state = 'connecting';
+    this._argv = [file, ...args];
+    this._opts = opts;
+    this._text = opts.binary ? null : new StringDecoder('utf8');
+    this._decoder = new FrameDecoder('fromSupervisor');
+    this._on = {
+      data: new Listeners(), exit: new Listeners(), error: new Listeners(),
+      started: new Listeners(), notice: new Listeners(), drain: new Listeners(),
+    };
+    this._buffered = [];          // OUTPUT payloads not yet given to a data listener
+    this._bufferedBytes = 0;
+    this._paused = false;         // by the application
+    this._reading = false;        // the handshake is over: the socket may be read
+    this._outbox = [];            // frames written before the helper exited 0
+    this._outboxBytes = 0;
+    this._inputClosed = false;
+    this._terminal = null;        // {exitCode, signal, result, error} once known
+    this._exited = false;
+    this._helper = null;
+    this._helperFailure = null;
+    this._timer = null;
+    this._deliverScheduled = false;
+
+    // The approved directory: opened by the application (libuv adds
+    // O_CLOEXEC), handed to the helper as fd 4, closed as soon as spawn returns.
+    try {
+      this._dirFd = fs.openSync(opts.cwd, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+    } catch (e) {
+      throw new PtyError('bad_cwd', `spawn: cannot open cwd ${opts.cwd} as a directory: ${e.code || e.message}`);
+    }
+
+    this._socket = net.createConnection({ path: opts.socketPath });
+    // Nothing is read before the helper has exited 0 (docs/PROTOCOL.md section 1).
+    this._socket.pause();
+    this._socket.on('connect', () => this._spawnHelper());
+    this._socket.on('data', (chunk) => this._onChunk(chunk));
+    this._socket.on('drain', () => this._onDrain());
+    this._socket.on('error', (e) => {
+      const code = this.state === 'connecting' ? 'connect_failed' : 'connection_error';
+      this._fail(new PtyError(code, `supervisor socket ${opts.socketPath}: ${e.code || e.message}`, { cause: e }));
+    });
+    this._socket.on('close', () => this._onClose());
+  }
+
+  // ---- node-pty-shaped API ----
+
+  get pid() { return undefined; }
+  get bufferedBytes() { return this._bufferedBytes; }
+
+  onData(fn) {
+    const d = this._on.data.add(fn, () => this._updateFlow());
+    this._scheduleDeliver();
+    return d;
+  }
+  onExit(fn) { return this._on.exit.add(fn); }
+  onError(fn) { return this._on.error.add(fn); }
+  onStarted(fn) { return this._on.started.add(fn); }
+  onNotice(fn) { return this._on.notice.add(fn); }
+  onDrain(fn) { return this._on.drain.add(fn); }
+
+  write(data) {
+    const bytes = inputBytes(data);
+    this._checkWritable('write');
+    if (this._inputClosed) throw new PtyError('input_closed', 'write: end() was called: input is closed');
+    if (bytes.length === 0) return true;
+    if (bytes.length > limits.maxWriteBytes) {
+      throw new PtyError('input_too_large', `write: ${bytes.length} bytes in one call (max ${limits.maxWriteBytes})`);
+    }
+    const chunks = chunkUtf8(bytes);
+    const frameBytes = bytes.length + chunks.length * limits.frameHeaderBytes;
+    if (this._queuedInputBytes() + frameBytes > limits.maxQueuedInputBytes) {
+      throw new PtyError('input_queue_full',
+        `write: ${this._queuedInputBytes()} bytes of input are still unsent (max ${limits.maxQueuedInputBytes}); wait for onDrain`);
+    }
+    for (const c of chunks) this._send(encodeFrame(FrameType.INPUT, c));
+    return this._queuedInputBytes() < limits.inputHighWaterMark;
+  }
+
+  kill(signal = 'SIGHUP') {
+    const n = signalNumber(signal);
+    this._checkWritable('kill');
+    this._send(encodeFrame(FrameType.SIGNAL, Buffer.of(n)));
+  }
+
+  stop() {
+    this._checkWritable('stop');
+    this._send(encodeFrame(FrameType.STOP));
+  }
+
+  end() {
+    this._checkWritable('end');
+    if (this._inputClosed) return;
+    this._inputClosed = true;
+    this._send(encodeFrame(FrameType.EOF));
+  }
+
+  pause() {
+    this._paused = true;
+    this._updateFlow();
+  }
+
+  resume() {
+    this._paused = false;
+    this._updateFlow();
+    this._scheduleDeliver();
+  }
+
+  resize() {
+    throw new PtyError('not_supported', 'resize: not supported: window size is fixed at start');
+  }
+
+  // Closes the connection at once; the supervisor stops the unit. onExit
+  // fires with error.code "closed" (onError does not: it is not a failure).
+  close() {
+    if (this._terminal) {
+      this._socket.destroy();
+      return;
+    }
+    this._terminal = { exitCode: null, signal: null, result: null,
+      error: new PtyError('closed', 'the application closed the session') };
+    this._teardown();
+    this._buffered = [];
+    this._bufferedBytes = 0;
+    setImmediate(() => this._maybeExit());  // listeners run after close() returns
+  }
+
+  destroy() { this.close(); }
+
+  // Resolves with the match once `pattern` matches the output seen since the
+  // call (a window of the last `maxBytes` characters); rejects on timeout or
+  // when the session ends first. It is a data listener while it waits.
+  waitForOutput(pattern, { timeoutMs = 10000, maxBytes = 64 * 1024 } = {}) {
+    if (!(pattern instanceof RegExp)) throw new TypeError('waitForOutput: pattern must be a RegExp');
+    if (pattern.global || pattern.sticky) throw new TypeError('waitForOutput: pattern must not be global or sticky');
+    if (pattern.source.length > 1024) throw new RangeError('waitForOutput: pattern longer than 1024 characters');
+    if (!Number.isInteger(maxBytes) || maxBytes < 1 || maxBytes > limits.maxBufferedOutputBytes) {
+      throw new RangeError(`waitForOutput: maxBytes must be in 1..${limits.maxBufferedOutputBytes}`);
+    }
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 1) throw new RangeError('waitForOutput: timeoutMs must be a positive integer');
+    return new Promise((resolve, reject) => {
+      let window = '';
+      let data = null;
+      let exit = null;
+      const done = (fn, v) => {
+        clearTimeout(timer);
+        data.dispose();
+        exit.dispose();
+        fn(v);
+      };
+      const timer = setTimeout(() => done(reject,
+        new PtyError('pattern_timeout', `waitForOutput: ${pattern} not seen within ${timeoutMs} ms`)), timeoutMs);
+      data = this.onData((chunk) => {
+        window += typeof chunk === 'string' ? chunk : chunk.toString('latin1');
+        if (window.length > maxBytes) window = window.slice(window.length - maxBytes);
+        const m = pattern.exec(window);
+        if (m) done(resolve, m);
+      });
+      exit = this.onExit(() => done(reject,
+        new PtyError('pattern_not_found', `waitForOutput: session ended before ${pattern} was seen`)));
+    });
+  }
+
+  // ---- connection and helper ----
+
+  _spawnHelper() {
+    if (this._terminal) return;
+    this.state = 'handshake';
+    const o = this._opts;
+    const argv = ['--cols', String(this.cols), '--rows', String(this.rows), '--', ...this._argv];
+    let helper;
+    try {
+      // fd 3 = the connected socket (Node dup2()s its handle's fd), fd 4 = the
+      // directory. Every other descriptor of this process is close-on-exec.
+      helper = childProcess.spawn(o.helperPath, argv, {
+        stdio: ['ignore', 'ignore', 'pipe', this._socket, this._dirFd],
+        env: {},
+        cwd: '/',
+      });
+    } catch (e) {
+      this._closeDirFd();
+      this._fail(new PtyError('helper_spawn_failed', `cannot run ${o.helperPath}: ${e.code || e.message}`, { cause: e }));
+      return;
+    }
+    // libuv's spawn returns after the child's execve succeeded or failed, so
+    // the helper holds its own copy of fd 4 by now; ours is no longer needed.
+    this._closeDirFd();
+    this._helper = helper;
+    let stderr = '';
+    helper.stderr.on('data', (b) => {
+      if (stderr.length < limits.maxHelperStderrBytes) stderr += b.toString('utf8');
+    });
+    helper.on('error', (e) => {
+      this._helper = null;
+      this._fail(new PtyError('helper_spawn_failed', `cannot run ${o.helperPath}: ${e.code || e.message}`, { cause: e }));
+    });
+    let timedOut = false;
+    this._timer = setTimeout(() => {
+      timedOut = true;
+      if (this._helper) this._helper.kill('SIGKILL');
+    }, limits.helperTimeoutMs);
+    helper.on('close', (status, signal) => {
+      clearTimeout(this._timer);
+      this._timer = null;
+      if (this._helper !== helper) return;
+      this._helper = null;
+      if (this._terminal) return;
+      if (status === 0) {
+        this.state = 'starting';
+        this._reading = true;
+        for (const f of this._outbox) this._socket.write(f);
+        this._outbox = [];
+        this._outboxBytes = 0;
+        this._updateFlow();
+        return;
+      }
+      const reason = timedOut ? 'timeout'
+        : (status !== null && HELPER_STATUS[status]) || (signal ? 'signal' : 'unknown');
+      this._helperFailure = {
+        helperStatus: status, helperSignal: signal, helperReason: reason,
+        helperStderr: stderr.slice(0, limits.maxHelperStderrBytes).trim(),
+      };
+      // The supervisor may have refused the connection with an error envelope
+      // that says why; read for a short while to report it.
+      this._reading = true;
+      this._updateFlow();
+      this._timer = setTimeout(() => this._fail(this._helperError()), limits.helperFailureGraceMs);
+    });
+  }
+
+  _helperError() {
+    const f = this._helperFailure;
+    const how = f.helperStatus !== null ? `exit status ${f.helperStatus}` : `signal ${f.helperSignal}`;
+    return new PtyError(f.helperReason === 'timeout' ? 'helper_timeout' : 'helper_failed',
+      `helper ${this._opts.helperPath} failed: ${how} (${f.helperReason})${f.helperStderr ? ': ' + f.helperStderr : ''}`, f);
+  }
+
+  _closeDirFd() {
+    if (this._dirFd >= 0) {
+      fs.closeSync(this._dirFd);
+      this._dirFd = -1;
+    }
+  }
+
+  // ---- reading ----
+
+  _onChunk(chunk) {
+    if (this._terminal) return;
+    const err = this._decoder.push(chunk, (type, payload) => {
+      if (!this._terminal) this._onFrame(type, payload);
+    });
+    if (err && !this._terminal) {
+      this._fail(new PtyError(err, `protocol violation from the supervisor: ${err}`));
+    }
+  }
+
+  _onFrame(type, payload) {
+    if (type === FrameType.OUTPUT) {
+      if (this.state !== 'running') {
+        this._fail(new PtyError('protocol_state', 'OUTPUT before the started envelope'));
+        return;
+      }
+      this._buffered.push(payload);
+      this._bufferedBytes += payload.length;
+      this._deliver();
+      return;
+    }
+    let env;
+    try {
+      env = parseEnvelope(payload);
+    } catch (e) {
+      this._fail(e);
+      return;
+    }
+    if (this._helperFailure && env.type !== 'error') {
+      this._fail(this._helperError());
+      return;
+    }
+    switch (env.type) {
+      case 'started':
+        if (this.state !== 'starting') {
+          this._fail(new PtyError('protocol_state', `started envelope in state ${this.state}`));
+          return;
+        }
+        this.state = 'running';
+        this.unit = env.unit;
+        this.session = env.session;
+        this.invocation = env.invocation;
+        this.revision = env.revision;
+        this.source = env.source;
+        this._on.started.emit(env);
+        return;
+      case 'notice':
+        if (this.state !== 'running') {
+          this._fail(new PtyError('protocol_state', `notice envelope in state ${this.state}`));
+          return;
+        }
+        this._on.notice.emit(env);
+        return;
+      case 'exit':
+        if (this.state !== 'running') {
+          this._fail(new PtyError('protocol_state', `exit envelope in state ${this.state}`));
+          return;
+        }
+        this._terminal = { exitCode: env.code, signal: env.signal,
+          result: typeof env.result === 'string' ? env.result : null, error: null };
+        this._teardown();
+        this._maybeExit();
+        return;
+      case 'error': {
+        const extra = this._helperFailure ? { ...this._helperFailure } : {};
+        this._fail(new PtyError(env.code, env.message, { ...extra, fromSupervisor: true }));
+        return;
+      }
+    }
+  }
+
+  _onClose() {
+    if (this._terminal) return;
+    if (this._helperFailure) {
+      this._fail(this._helperError());
+      return;
+    }
+    if (this._helper) return;  // helper still running: its exit decides
+    this._fail(new PtyError('connection_closed', `the supervisor closed the connection (state ${this.state})`));
+  }
+
+  _onDrain() {
+    if (this._queuedInputBytes() < limits.inputHighWaterMark) this._on.drain.emit();
+  }
+
+  // ---- delivery and flow control ----
+
+  _scheduleDeliver() {
+    if (this._deliverScheduled) return;
+    this._deliverScheduled = true;
+    setImmediate(() => {
+      this._deliverScheduled = false;
+      this._deliver();
+    });
+  }
+
+  _deliver() {
+    while (this._buffered.length > 0 && !this._paused && this._on.data.size > 0) {
+      const chunk = this._buffered.shift();
+      this._bufferedBytes -= chunk.length;
+      if (this._text) {
+        const s = this._text.write(chunk);
+        if (s.length > 0) this._on.data.emit(s);
+      } else {
+        this._on.data.emit(chunk);
+      }
+    }
+    this._updateFlow();
+    this._maybeExit();
+  }
+
+  _updateFlow() {
+    if (this._terminal) return;
+    const read = this._reading && (this._helperFailure !== null ||
+      (!this._paused && this._bufferedBytes < limits.maxBufferedOutputBytes));
+    if (read) this._socket.resume();
+    else this._socket.pause();
+  }
+
+  // ---- writing ----
+
+  _checkWritable(what) {
+    if (this._terminal || this._helperFailure) {
+      throw new PtyError('session_ended', `${what}: the session has ended`);
+    }
+  }
+
+  _queuedInputBytes() {
+    return this._outboxBytes + this._socket.writableLength;
+  }
+
+  _send(frame) {
+    if (this._reading) {
+      this._socket.write(frame);
+    } else {
+      this._outbox.push(frame);
+      this._outboxBytes += frame.length;
+    }
+  }
+
+  // ---- ending ----
+
+  _fail(error) {
+    if (this._terminal) return;
+    this._terminal = { exitCode: null, signal: null, result: null, error };
+    this._teardown();
+    this._maybeExit();
+  }
+
+  _teardown() {
+    clearTimeout(this._timer);
+    this._timer = null;
+    this._closeDirFd();
+    if (this._helper) {
+      this._helper.kill('SIGKILL');
+      this._helper = null;
+    }
+    this._outbox = [];
+    this._outboxBytes = 0;
+    this._socket.destroy();
+  }
+
+  // onExit fires once, after every buffered OUTPUT byte reached a data
+  // listener: while output is held (no listener, or paused) it waits.
+  _maybeExit() {
+    if (!this._terminal || this._exited || this._bufferedBytes > 0) return;
+    this._exited = true;
+    this.state = 'exited';
+    if (this._text) {
+      const rest = this._text.end();
+      if (rest.length > 0) this._on.data.emit(rest);
+    }
+    const t = this._terminal;
+    if (t.error && t.error.code !== 'closed') this._on.error.emit(t.error);
+    this._on.exit.emit({ exitCode: t.exitCode, signal: t.signal, result: t.result, error: t.error });
+  }
+}
+
+function spawn(file, args, options) {
+  const argv = checkArgv(file, args);
+  const opts = checkOptions(options);
+  return new Pty(file, argv, opts);
+}
+
+module.exports = {
+  spawn,
+  PtyError,
+  limits,
+  SIGNALS,
+  HELPER_STATUS,
+  DEFAULT_SOCKET_PATH,
+  DEFAULT_HELPER_PATH,
+  // The wire format, for tests and for writing other clients.
+  protocol: Object.freeze({
+    FrameType, FrameDecoder, encodeFrame, parseEnvelope, chunkUtf8, isValidUtf8,
+  }),
+};

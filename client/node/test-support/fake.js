@@ -1,0 +1,158 @@
+'use strict';
+// A fake supervisor (a net.Server on a temporary unix socket) and a fake helper
+// (a Node script standing in for /usr/local/libexec/opencode-pty-client) for the
+// module's unit tests. The fake helper cannot pass a descriptor (Node has no
+// SCM_RIGHTS), so it only sends the START frame; the real helper, supervisor and
+// descriptor passing are proven by vm-tests/node/.
+// The fake helper is Python (which, unlike Node, leaves inherited descriptors
+// as they are): it records the descriptors it inherited and takes its behaviour from
+// the PTY command (argv[0]) of the START frame it builds: "helper-exit-N" exits
+// N without sending, "helper-sleep-MS" sleeps before sending.
+
+const fs = require('fs');
+const net = require('net');
+const os = require('os');
+const path = require('path');
+const { protocol } = require('../index.js');
+
+const HELPER_SOURCE = String.raw`
+import json, os, re, select, socket, stat, struct, sys, time
+# Descriptors this process inherited, found with fstat (which opens nothing).
+inherited = []
+for fd in range(4096):
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        continue
+    try:
+        target = os.readlink('/proc/self/fd/%d' % fd)
+    except OSError:
+        target = ''
+    inherited.append({'fd': fd, 'target': target, 'socket': stat.S_ISSOCK(st.st_mode),
+                      'dir': stat.S_ISDIR(st.st_mode), 'ino': st.st_ino})
+argv = sys.argv[1:]
+if len(argv) < 6 or argv[0] != '--cols' or argv[2] != '--rows' or argv[4] != '--':
+    sys.exit(64)
+cols, rows, cmd = int(argv[1]), int(argv[3]), argv[5:]
+peer = None
+if len(inherited) > 3 and inherited[3]['socket']:
+    s = socket.socket(fileno=os.dup(3))
+    peer = s.getpeername()
+    s.detach()
+with open(sys.argv[0] + '.report.json', 'w') as f:
+    json.dump({'pid': os.getpid(), 'inherited': inherited, 'cols': cols, 'rows': rows, 'cmd': cmd,
+               'env': dict(e.split('=', 1) for e in open('/proc/self/environ').read().split('\0') if e),
+               'peer': peer}, f)
+m = re.match(r'^helper-exit-(\d+)$', cmd[0])
+if m:
+    sys.exit(int(m.group(1)))
+m = re.match(r'^helper-sleep-(\d+)$', cmd[0])
+if m:
+    time.sleep(int(m.group(1)) / 1000)
+args = [a.encode('utf-8', 'surrogateescape') for a in cmd]
+payload = struct.pack('>HHII', cols, rows, 0, len(args)) + b''.join(struct.pack('>I', len(a)) + a for a in args)
+frame = struct.pack('>BBHI', 1, 1, 0, len(payload)) + payload
+while frame:
+    try:
+        frame = frame[os.write(3, frame):]
+    except BlockingIOError:
+        select.select([], [3], [])
+sys.exit(0)
+`;
+
+function parseStart(payload) {
+  const cols = payload.readUInt16BE(0);
+  const rows = payload.readUInt16BE(2);
+  const argc = payload.readUInt32BE(8);
+  const argv = [];
+  let off = 12;
+  for (let i = 0; i < argc; i++) {
+    const n = payload.readUInt32BE(off);
+    argv.push(payload.subarray(off + 4, off + 4 + n).toString('utf8'));
+    off += 4 + n;
+  }
+  return { cols, rows, argv };
+}
+
+const HEX32 = 'aa11bb22cc33dd44ee55ff6600778899';
+const STARTED = {
+  type: 'started', session: HEX32, unit: `opencode-pty-${HEX32}.service`,
+  invocation: '0123456789abcdef0123456789abcdef', revision: 'f'.repeat(40), source: 'e'.repeat(64),
+};
+
+// One accepted connection of the fake supervisor.
+class Conn {
+  constructor(socket) {
+    this.socket = socket;
+    this.frames = [];          // every frame received after START: {type, payload}
+    this.start = null;
+    this.decodeError = null;
+    this._waiters = [];
+    const dec = new protocol.FrameDecoder('fromClient');
+    socket.on('data', (chunk) => {
+      const err = dec.push(chunk, (type, payload) => {
+        if (type === protocol.FrameType.START && !this.start) this.start = parseStart(Buffer.from(payload));
+        else this.frames.push({ type, payload: Buffer.from(payload) });
+        this._check();
+      });
+      if (err) { this.decodeError = err; this._check(); }
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => { this.closed = true; this._check(); });
+  }
+  output(bytes) { return this.socket.write(protocol.encodeFrame(protocol.FrameType.OUTPUT, bytes)); }
+  event(obj) { return this.socket.write(protocol.encodeFrame(protocol.FrameType.EVENT, Buffer.from(JSON.stringify(obj)))); }
+  raw(bytes) { return this.socket.write(bytes); }
+  started() { return this.event(STARTED); }
+  exit(code = 0, signal = null) { this.event({ type: 'exit', code, signal, result: code === 0 ? 'success' : 'exit-code' }); this.socket.end(); }
+  // Resolves when pred(this) is true.
+  until(pred, what = 'condition', ms = 5000) {
+    return new Promise((resolve, reject) => {
+      const w = { pred, resolve };
+      w.timer = setTimeout(() => { this._waiters.splice(this._waiters.indexOf(w), 1); reject(new Error(`fake supervisor: timed out waiting for ${what}`)); }, ms);
+      this._waiters.push(w);
+      this._check();
+    });
+  }
+  _check() {
+    for (const w of this._waiters.slice()) {
+      if (w.pred(this)) {
+        clearTimeout(w.timer);
+        this._waiters.splice(this._waiters.indexOf(w), 1);
+        w.resolve(this);
+      }
+    }
+  }
+}
+
+// Starts a fake supervisor; onConn(conn) runs for each connection once its
+// START frame arrived (or with conn.start === null if the client closes first).
+async function fakeSupervisor(onConn) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ocpty-test-'));
+  const socketPath = path.join(dir, 'supervisor.sock');
+  const helperPath = path.join(dir, 'fake-helper');
+  fs.writeFileSync(helperPath, `#!/usr/bin/python3\n${HELPER_SOURCE}`, { mode: 0o755 });
+  const conns = [];
+  const server = net.createServer((s) => {
+    const c = new Conn(s);
+    conns.push(c);
+    c.until((x) => x.start || x.closed, 'START').then(() => onConn && onConn(c), () => {});
+  });
+  await new Promise((r) => server.listen(socketPath, r));
+  return {
+    dir, socketPath, helperPath, conns, server,
+    report: () => JSON.parse(fs.readFileSync(helperPath + '.report.json', 'utf8')),
+    opts: (extra) => ({ socketPath, helperPath, cwd: dir, ...extra }),
+    close: () => new Promise((r) => {
+      for (const c of conns) c.socket.destroy();
+      server.close(() => { fs.rmSync(dir, { recursive: true, force: true }); r(); });
+    }),
+  };
+}
+
+// Resolves with the exit event of pty.
+function exitOf(pty) {
+  return new Promise((resolve) => pty.onExit(resolve));
+}
+
+module.exports = { fakeSupervisor, exitOf, parseStart, STARTED, HEX32 };

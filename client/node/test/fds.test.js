@@ -1,0 +1,32 @@
+'use strict';
+// Descriptor hygiene on the Node side: the helper inherits exactly stdio +
+// fd 3 (the connected socket) + fd 4 (the cwd directory); an unrelated child
+// spawned at the same time inherits neither; the module leaves no inheritable
+// descriptor behind. The fixture runs in a fresh process with no stray fds.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const childProcess = require('child_process');
+const path = require('path');
+
+test('only the helper inherits the socket (fd 3) and the directory (fd 4)', () => {
+  const r = childProcess.spawnSync(process.execPath, [path.join(__dirname, '../test-support/fds-fixture.js')],
+    { encoding: 'utf8', timeout: 20000 });
+  assert.equal(r.status, 0, r.stderr);
+  const res = JSON.parse(r.stdout);
+  // Node marks even its stdio close-on-exec (libuv uv_disable_stdio_inheritance);
+  // spawn() dup2()s stdio into each child.
+  assert.deepEqual(res.ownBefore, []);
+  assert.deepEqual(res.helper.inherited.map((f) => f.fd), [0, 1, 2, 3, 4]);
+  const [, , , sock, dir] = res.helper.inherited;
+  assert.equal(sock.socket, true);
+  assert.equal(dir.dir, true);
+  assert.equal(dir.ino, res.dirIno);
+  assert.equal(res.stateDuringHandshake, 'handshake');
+  assert.deepEqual(res.duringHandshake.map((f) => f.fd), [0, 1, 2]);
+  assert.deepEqual(res.duringSession.map((f) => f.fd), [0, 1, 2]);
+  assert.deepEqual(res.ownDuringSession, []);
+  assert.deepEqual(res.ownAfter, []);
+  assert.deepEqual(res.helper.env, {});
+  assert.match(res.helper.peer, /supervisor\.sock$/);
+  assert.equal(res.exit, 'closed');
+});
