@@ -95,4 +95,22 @@ inline constexpr unsigned kMaxCleanupQueries = 32;
 inline constexpr uint64_t kUnitTasksMax = 512;
 // Concurrent identity lookups over D-Bus are the pending handshakes above.
 
+// ---- supervisor timing and fairness (added by the daemon work) ----
+// Safety net while waiting for a unit state change: hints (signals) normally
+// arrive within milliseconds; if one is lost the unit is re-queried this often.
+inline constexpr uint64_t kRequeryIntervalUsec = 1ULL * 1000 * 1000;
+// StartTransientUnit answered, start job done and read-back compared: one bus
+// call timeout plus the few milliseconds an exec takes, with margin.
+inline constexpr uint64_t kUnitStartDeadlineUsec = kBusCallTimeoutUsec + 5ULL * 1000 * 1000;
+// After the terminal envelope is queued, a client that does not read its last
+// frames (at most the output queue and one envelope) is closed after this.
+inline constexpr uint64_t kTerminalFlushDeadlineUsec = 10ULL * 1000 * 1000;
+// Graceful stop (SIGTERM): every session's unit stopped and proven gone; the
+// reapers run in parallel, so the cleanup deadline plus margin, well inside
+// the supervisor unit's TimeoutStopSec=30s.
+inline constexpr uint64_t kShutdownDeadlineUsec = kCleanupDeadlineUsec + 5ULL * 1000 * 1000;
+// Connections accepted per listener wakeup, so a burst of connects cannot
+// delay running sessions' pumping by more than this many admissions.
+inline constexpr size_t kAcceptBurst = 16;
+
 }  // namespace opencode::limits

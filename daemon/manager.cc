@@ -1,0 +1,205 @@
+// Supervisor ownership, start-up recovery, shutdown and notifications (see
+// manager.h).
+#include "daemon/manager.h"
+
+#include <signal.h>
+#include <systemd/sd-daemon.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/limits.h"
+#include "daemon/journal.h"
+#include "daemon/source_info.h"
+#include "daemon/status_macros.h"
+
+namespace opencode::daemon {
+
+Manager::Manager(sd_event* event, UniqueFd listen_socket)
+    : event_(event), tracker_(event), listener_(event, std::move(listen_socket), this) {}
+
+// Sessions and reapers go first (they hold slots on the bus), the bus last.
+Manager::~Manager() {
+  finished_.clear();
+  sessions_.clear();
+  recovery_.clear();
+  list_call_.reset();
+}
+
+absl::Status Manager::Start() {
+  sd_bus* bus = nullptr;
+  int r = sd_bus_open_system(&bus);
+  if (r < 0) return SdError(r, "sd_bus_open_system");
+  bus_.reset(bus);
+  r = sd_bus_attach_event(bus, event_, kBusPriority);
+  if (r < 0) return SdError(r, "sd_bus_attach_event");
+  // Losing the bus loses every unit reference and every answer: exit and let
+  // systemd restart us; start-up recovery then cleans up.
+  r = sd_bus_set_exit_on_disconnect(bus, 1);
+  if (r < 0) return SdError(r, "sd_bus_set_exit_on_disconnect");
+
+  systemd_ = NewBusSystemdApi(bus);
+  authenticator_ = NewBusAuthenticator(bus);
+  RETURN_IF_ERROR(tracker_.Init());
+  RETURN_IF_ERROR(tracker_.AttachBus(bus, [](absl::Status st) {
+    // Without signals the poll tick still finds every state change.
+    Log(LOG_WARNING, absl::StrCat("cannot subscribe to systemd signals: ", st.message()));
+  }));
+  RETURN_IF_ERROR(listener_.Init());
+
+  context_.event = event_;
+  context_.systemd = systemd_.get();
+  context_.tracker = &tracker_;
+  context_.authenticator = authenticator_.get();
+  context_.revision = std::string(SourceRevision());
+  context_.source = std::string(SourceSha256());
+
+  sd_event_source* s = nullptr;
+  r = sd_event_add_signal(event_, &s, SIGTERM, &Manager::OnSignal, this);
+  if (r < 0) return SdError(r, "sd_event_add_signal(SIGTERM)");
+  sigterm_.reset(s);
+  r = sd_event_add_signal(event_, &s, SIGINT, &Manager::OnSignal, this);
+  if (r < 0) return SdError(r, "sd_event_add_signal(SIGINT)");
+  sigint_.reset(s);
+  r = sd_event_add_defer(event_, &s, &Manager::OnDefer, this);
+  if (r < 0) return SdError(r, "sd_event_add_defer(housekeeping)");
+  defer_.reset(s);
+  sd_event_source_set_priority(s, kReapPriority);
+  sd_event_source_set_enabled(s, SD_EVENT_OFF);
+
+  sd_notify(0, "STATUS=recovering leftover PTY units");
+  ASSIGN_OR_RETURN(list_call_,
+                   systemd_->ListSessionUnits([this](absl::StatusOr<std::vector<std::string>> units) {
+                     list_call_.reset();
+                     if (!units.ok()) {
+                       // Without the list nothing can be proven; exit, and
+                       // systemd's restart tries again.
+                       Log(LOG_ERR, absl::StrCat("cannot list leftover PTY units: ",
+                                                 units.status().message()));
+                       sd_event_exit(event_, EXIT_FAILURE);
+                       return;
+                     }
+                     Recover(std::move(*units));
+                   }));
+  return absl::OkStatus();
+}
+
+void Manager::Recover(std::vector<std::string> units) noexcept {
+  for (const std::string& unit : units) {
+    Log(LOG_NOTICE, LogFields{.unit = unit}, "stopping leftover PTY unit of an earlier process");
+    auto reaper = std::make_unique<Reaper>(systemd_.get(), &tracker_, event_, unit,
+                                           [this, unit](absl::Status st) { OnRecovered(unit, st); });
+    Reaper* raw = reaper.get();
+    recovery_.emplace(unit, std::move(reaper));
+    if (absl::Status st = raw->Start(); !st.ok()) OnRecovered(unit, st);
+  }
+  if (recovery_.empty()) BecomeReady();
+}
+
+void Manager::OnRecovered(const std::string& unit, absl::Status status) noexcept {
+  if (status.ok())
+    Log(LOG_INFO, LogFields{.unit = unit}, "leftover PTY unit proven gone");
+  else
+    Log(LOG_ERR, LogFields{.unit = unit},
+        absl::StrCat("leftover PTY unit not proven gone: ", status.message()));
+  // A Reaper may be destroyed from its own completion callback (it touches
+  // nothing after calling it); `unit` is the callback's own copy.
+  std::string name = unit;
+  recovery_.erase(name);
+  if (recovery_.empty() && !ready_) BecomeReady();
+}
+
+void Manager::BecomeReady() noexcept {
+  if (ready_ || shutting_down_) return;
+  ready_ = true;
+  listener_.Enable(true);
+  Log(LOG_INFO, "ready: accepting connections");
+  sd_notify(0, "READY=1");
+  UpdateStatus();
+}
+
+size_t Manager::HandshakeCount() const noexcept {
+  size_t n = 0;
+  for (const auto& [ptr, session] : sessions_)
+    if (session->in_handshake()) ++n;
+  return n;
+}
+
+void Manager::OnConnection(UniqueFd conn) noexcept {
+  auto session = std::make_unique<Session>(context_, this, std::move(conn));
+  Session* raw = session.get();
+  sessions_.emplace(raw, std::move(session));
+  if (absl::Status st = raw->Start(); !st.ok()) {
+    Log(LOG_ERR, absl::StrCat("cannot start session: ", st.message()));
+    // Not inside any of its callbacks: safe to destroy now. No unit exists.
+    sessions_.erase(raw);
+  }
+  ScheduleHousekeeping();
+}
+
+void Manager::OnSessionChanged(Session* /*s*/) noexcept { ScheduleHousekeeping(); }
+
+void Manager::OnSessionFinished(Session* s) noexcept {
+  auto it = sessions_.find(s);
+  if (it == sessions_.end()) return;
+  finished_.push_back(std::move(it->second));
+  sessions_.erase(it);
+  ScheduleHousekeeping();
+}
+
+void Manager::ScheduleHousekeeping() noexcept {
+  if (defer_) sd_event_source_set_enabled(defer_.get(), SD_EVENT_ONESHOT);
+}
+
+int Manager::OnDefer(sd_event_source* /*s*/, void* userdata) noexcept {
+  static_cast<Manager*>(userdata)->Housekeeping();
+  return 0;
+}
+
+void Manager::Housekeeping() noexcept {
+  finished_.clear();
+  UpdateStatus();
+  if (shutting_down_ && sessions_.empty()) {
+    Log(LOG_INFO, "every session ended; exiting");
+    sd_event_exit(event_, EXIT_SUCCESS);
+  }
+}
+
+void Manager::UpdateStatus() noexcept {
+  std::string status = absl::StrCat(shutting_down_ ? "stopping: " : "", sessions_.size(),
+                                    " sessions, ", HandshakeCount(), " handshakes");
+  if (status == last_status_) return;
+  last_status_ = status;
+  sd_notify(0, absl::StrCat("STATUS=", status).c_str());
+}
+
+int Manager::OnSignal(sd_event_source* /*s*/, const struct signalfd_siginfo* /*si*/,
+                      void* userdata) noexcept {
+  static_cast<Manager*>(userdata)->Shutdown();
+  return 0;
+}
+
+void Manager::Shutdown() noexcept {
+  if (shutting_down_) return;
+  shutting_down_ = true;
+  sd_notify(0, "STOPPING=1");
+  Log(LOG_INFO, "stopping: ending every session");
+  listener_.Enable(false);
+  sd_event_source* s = nullptr;
+  if (sd_event_add_time_relative(event_, &s, CLOCK_MONOTONIC, limits::kShutdownDeadlineUsec, 0,
+                                 &Manager::OnShutdownDeadline, this) >= 0)
+    shutdown_deadline_.reset(s);
+  std::vector<Session*> all;
+  for (const auto& [ptr, session] : sessions_) all.push_back(ptr);
+  for (Session* session : all) session->Terminate();
+  ScheduleHousekeeping();
+}
+
+int Manager::OnShutdownDeadline(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {
+  auto* self = static_cast<Manager*>(userdata);
+  Log(LOG_ERR, absl::StrCat("stopping: ", self->sessions_.size(),
+                            " sessions not finished within the shutdown deadline; exiting anyway "
+                            "(the next start recovers their units)"));
+  sd_event_exit(self->event_, EXIT_FAILURE);
+  return 0;
+}
+
+}  // namespace opencode::daemon

@@ -1,0 +1,78 @@
+// The supervisor's owner of everything: the event loop's sources, the system
+// bus, the listener, every session, start-up recovery, graceful shutdown and
+// sd_notify. Invariants: READY=1 is sent only after every leftover
+// opencode-pty-*.service of an earlier process was stopped and proven gone
+// (or its bound was hit and logged); sessions are destroyed only from a
+// deferred source, never inside their own callbacks; at shutdown nothing new
+// is accepted and the process exits only when every session's unit is proven
+// gone or the shutdown bound passed.
+#pragma once
+
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/unique_fd.h"
+#include "daemon/listener.h"
+#include "daemon/peer_auth.h"
+#include "daemon/sd_ptr.h"
+#include "daemon/session.h"
+#include "daemon/systemd_api.h"
+#include "daemon/unit_manager.h"
+
+namespace opencode::daemon {
+
+class Manager final : public Listener::Delegate, public SessionObserver {
+ public:
+  Manager(sd_event* event, UniqueFd listen_socket);
+  ~Manager();
+
+  // Connects to the system bus, subscribes, recovers, then starts accepting.
+  absl::Status Start();
+
+  // Listener::Delegate
+  size_t SessionCount() const noexcept override { return sessions_.size(); }
+  size_t HandshakeCount() const noexcept override;
+  void OnConnection(UniqueFd conn) noexcept override;
+
+  // SessionObserver
+  void OnSessionChanged(Session* s) noexcept override;
+  void OnSessionFinished(Session* s) noexcept override;
+
+ private:
+  static int OnSignal(sd_event_source* s, const struct signalfd_siginfo* si, void* userdata) noexcept;
+  static int OnDefer(sd_event_source* s, void* userdata) noexcept;
+  static int OnShutdownDeadline(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
+  void Recover(std::vector<std::string> units) noexcept;
+  void OnRecovered(const std::string& unit, absl::Status status) noexcept;
+  void BecomeReady() noexcept;
+  void Shutdown() noexcept;
+  void ScheduleHousekeeping() noexcept;
+  void Housekeeping() noexcept;
+  void UpdateStatus() noexcept;
+
+  sd_event* event_;
+  BusPtr bus_;
+  std::unique_ptr<SystemdApi> systemd_;
+  std::unique_ptr<Authenticator> authenticator_;
+  UnitTracker tracker_;
+  Listener listener_;
+  SessionContext context_;
+
+  std::map<Session*, std::unique_ptr<Session>> sessions_;
+  std::vector<std::unique_ptr<Session>> finished_;
+  std::map<std::string, std::unique_ptr<Reaper>> recovery_;
+  Pending list_call_;
+
+  EventSourcePtr sigterm_, sigint_, defer_, shutdown_deadline_;
+  bool ready_ = false;
+  bool shutting_down_ = false;
+  std::string last_status_;
+};
+
+}  // namespace opencode::daemon

@@ -1,0 +1,248 @@
+// Peer authentication (see peer_auth.h). Order matters and is the proof:
+//   1. SO_PEERCRED + pidfd: the pidfd pins the connecting process;
+//   2. /proc/<pid>/cgroup, then check the pidfd is still alive (so the file
+//      was that process's);
+//   3. GetUnit(kClientUnit) -> GetAll(Unit), GetAll(Service), and on 253+
+//      GetUnitByPIDFD(pidfd), all asynchronous;
+//   4. pure checks (identity.cc), then the pidfd must STILL be alive: a live
+//      process cannot have had its pid reused, so pid == MainPID is exact.
+#include "daemon/peer_auth.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/constants.h"
+#include "daemon/status_macros.h"
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77  // Linux 6.5; Debian 12's headers predate it
+#endif
+
+namespace opencode::daemon {
+
+absl::StatusOr<PeerCredentials> ReadPeerCredentials(int sock) {
+  PeerCredentials out;
+  struct ucred cred {};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+    return Errno(errno, "getsockopt(SO_PEERCRED)");
+  if (len != sizeof(cred) || cred.pid <= 0)
+    return absl::FailedPreconditionError("SO_PEERCRED has no peer process");
+  out.pid = cred.pid;
+  out.uid = cred.uid;
+  out.gid = cred.gid;
+
+  int pidfd = -1;
+  len = sizeof(pidfd);
+  // The kernel creates this descriptor O_CLOEXEC (pidfds always are).
+  if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) == 0 && len == sizeof(pidfd) &&
+      pidfd >= 0) {
+    out.pidfd.reset(pidfd);
+    out.pidfd_from_socket = true;
+    return out;
+  }
+  if (errno != ENOPROTOOPT && errno != EINVAL) return Errno(errno, "getsockopt(SO_PEERPIDFD)");
+  // pidfds are always close-on-exec; flags 0 is the only valid value here.
+  // Raw syscall: glibc 2.36's <sys/pidfd.h> lacks extern "C" for C++.
+  pidfd = static_cast<int>(syscall(SYS_pidfd_open, out.pid, 0));
+  if (pidfd < 0) return Errno(errno, "pidfd_open(peer)");
+  out.pidfd.reset(pidfd);
+  return out;
+}
+
+absl::StatusOr<std::string> ParseCgroupFile(std::string_view contents) {
+  // cgroup v2 only: exactly one "0::/path" line is what systemd's ControlGroup
+  // describes; a v1 hierarchy line is ignored, a missing v2 line is an error.
+  std::optional<std::string> found;
+  while (!contents.empty()) {
+    size_t nl = contents.find('\n');
+    std::string_view line = contents.substr(0, nl);
+    contents = nl == std::string_view::npos ? std::string_view() : contents.substr(nl + 1);
+    if (line.substr(0, 3) != "0::") continue;
+    if (found) return absl::InvalidArgumentError("two cgroup v2 lines");
+    std::string_view path = line.substr(3);
+    if (path.empty() || path[0] != '/') return absl::InvalidArgumentError("cgroup path not absolute");
+    found = std::string(path);
+  }
+  if (!found) return absl::NotFoundError("no cgroup v2 line");
+  return *found;
+}
+
+absl::StatusOr<std::string> ReadCgroup(pid_t pid) {
+  std::string path = absl::StrCat("/proc/", pid, "/cgroup");
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY));
+  if (!fd) return Errno(errno, "open /proc/<pid>/cgroup");
+  // A cgroup path is at most a few hundred bytes; 4 KiB of lines is a bound
+  // on what we parse, and anything longer is refused rather than truncated.
+  char buf[4096];
+  size_t have = 0;
+  for (;;) {
+    ssize_t n = read(fd.get(), buf + have, sizeof(buf) - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Errno(errno, "read /proc/<pid>/cgroup");
+    if (n == 0) break;
+    have += static_cast<size_t>(n);
+    if (have == sizeof(buf)) return absl::OutOfRangeError("/proc/<pid>/cgroup too long");
+  }
+  return ParseCgroupFile(std::string_view(buf, have));
+}
+
+bool PidfdAlive(int pidfd) {
+  struct pollfd p {pidfd, POLLIN, 0};
+  int r;
+  do r = poll(&p, 1, 0);
+  while (r < 0 && errno == EINTR);
+  // An error is treated as "not provably alive": fail closed.
+  return r == 0;
+}
+
+namespace {
+
+// One authentication in flight. It is its own PendingCall: destroying it
+// cancels every outstanding D-Bus call (their slots are members).
+class BusAuth final : public PendingCall {
+ public:
+  BusAuth(sd_bus* bus, AuthDone done) : bus_(bus), done_(std::move(done)) {}
+
+  // May finish synchronously (refusal from kernel facts alone).
+  void Start(int sock) {
+    auto creds = ReadPeerCredentials(sock);
+    if (!creds.ok()) return Finish(ErrorCode::kUnauthenticated, creds.status().ToString());
+    creds_ = std::move(*creds);
+    peer_.pid = creds_.pid;
+    peer_.uid = creds_.uid;
+    facts_.pid = creds_.pid;
+    facts_.uid = creds_.uid;
+    // Refuse uid 0 before asking anyone anything.
+    if (creds_.uid == 0) return Finish(ErrorCode::kRootRefused, "peer uid is 0");
+    auto cgroup = ReadCgroup(creds_.pid);
+    if (!cgroup.ok()) return Finish(ErrorCode::kUnauthenticated, cgroup.status().ToString());
+    if (!PidfdAlive(creds_.pidfd.get()))
+      return Finish(ErrorCode::kUnauthenticated, "peer exited before its cgroup was read");
+    facts_.cgroup = std::move(*cgroup);
+
+    auto call = NewManagerCall(bus_, "GetUnit");
+    if (!call.ok()) return Finish(ErrorCode::kInternal, call.status().ToString());
+    int r = sd_bus_message_append(call->get(), "s", kClientUnit);
+    if (r < 0) return Finish(ErrorCode::kInternal, "append GetUnit");
+    auto pending = CallAsync(bus_, call->get(), [this](sd_bus_message* m) { OnGetUnit(m); });
+    if (!pending.ok()) return Finish(ErrorCode::kInternal, pending.status().ToString());
+    get_unit_ = std::move(*pending);
+  }
+
+ private:
+  void OnGetUnit(sd_bus_message* reply) {
+    get_unit_.reset();
+    if (auto st = ReplyStatus(reply); !st.ok())
+      return Finish(ErrorCode::kUnauthenticated, absl::StrCat("GetUnit(", kClientUnit, "): ", st.message()));
+    const char* path = nullptr;
+    if (sd_bus_message_read(reply, "o", &path) <= 0)
+      return Finish(ErrorCode::kUnauthenticated, "GetUnit: malformed reply");
+    std::string unit_path(path);
+
+    auto unit_call = NewGetAllCall(bus_, unit_path.c_str(), kUnitInterface);
+    auto service_call = NewGetAllCall(bus_, unit_path.c_str(), kServiceInterface);
+    auto pidfd_call = NewManagerCall(bus_, "GetUnitByPIDFD");
+    if (!unit_call.ok() || !service_call.ok() || !pidfd_call.ok())
+      return Finish(ErrorCode::kInternal, "cannot build identity calls");
+    // sd-bus duplicates the pidfd into the message; the message is dropped at
+    // the end of this function.
+    if (sd_bus_message_append(pidfd_call->get(), "h", creds_.pidfd.get()) < 0)
+      return Finish(ErrorCode::kInternal, "append pidfd");
+
+    auto a = CallAsync(bus_, unit_call->get(), [this](sd_bus_message* m) {
+      unit_call_.reset();
+      unit_reply_.reset(sd_bus_message_ref(m));
+      MaybeDecide();
+    });
+    auto b = CallAsync(bus_, service_call->get(), [this](sd_bus_message* m) {
+      service_call_.reset();
+      service_reply_.reset(sd_bus_message_ref(m));
+      MaybeDecide();
+    });
+    auto c = CallAsync(bus_, pidfd_call->get(), [this](sd_bus_message* m) {
+      pidfd_call_.reset();
+      pidfd_reply_.reset(sd_bus_message_ref(m));
+      MaybeDecide();
+    });
+    if (!a.ok() || !b.ok() || !c.ok())
+      return Finish(ErrorCode::kInternal, "cannot send identity calls");
+    unit_call_ = std::move(*a);
+    service_call_ = std::move(*b);
+    pidfd_call_ = std::move(*c);
+  }
+
+  void MaybeDecide() {
+    if (!unit_reply_ || !service_reply_ || !pidfd_reply_) return;
+    if (auto st = ReplyStatus(unit_reply_.get()); !st.ok())
+      return Finish(ErrorCode::kUnauthenticated, absl::StrCat("GetAll(Unit): ", st.message()));
+    if (auto st = ReplyStatus(service_reply_.get()); !st.ok())
+      return Finish(ErrorCode::kUnauthenticated, absl::StrCat("GetAll(Service): ", st.message()));
+    auto identity = DecodeIdentity(unit_reply_.get(), service_reply_.get());
+    if (!identity.ok()) return Finish(ErrorCode::kUnauthenticated, identity.status().ToString());
+
+    std::string why;
+    if (ReplyIsError(pidfd_reply_.get(), "org.freedesktop.DBus.Error.UnknownMethod")) {
+      // systemd 252 has no GetUnitByPIDFD. The MainPID check below plus the
+      // live pidfd is race-free on its own (SECURITY.md); the method only adds
+      // a second witness where it exists.
+    } else if (auto st = ReplyStatus(pidfd_reply_.get()); !st.ok()) {
+      return Finish(ErrorCode::kUnauthenticated, absl::StrCat("GetUnitByPIDFD: ", st.message()));
+    } else {
+      auto by_pidfd = DecodeUnitByPidfd(pidfd_reply_.get());
+      if (!by_pidfd.ok()) return Finish(ErrorCode::kUnauthenticated, by_pidfd.status().ToString());
+      if (ErrorCode c = CheckPidfdUnit(*by_pidfd, *identity, &why); c != ErrorCode::kOk)
+        return Finish(c, why);
+    }
+    // Liveness is sampled after every answer has arrived.
+    facts_.alive_after = PidfdAlive(creds_.pidfd.get());
+    ErrorCode code = CheckIdentity(*identity, facts_, &why);
+    peer_.client_invocation = HexId(identity->invocation_id);
+    if (code != ErrorCode::kOk) return Finish(code, why);
+    Finish(ErrorCode::kOk, "");
+  }
+
+  void Finish(ErrorCode code, std::string why) {
+    if (!done_) return;
+    AuthDone done = std::move(done_);
+    done_ = nullptr;
+    AuthResult result{code, std::move(why), peer_};
+    done(std::move(result));  // may destroy *this
+  }
+
+  sd_bus* bus_;
+  AuthDone done_;
+  PeerCredentials creds_;
+  PeerFacts facts_;
+  AuthenticatedPeer peer_;
+  Pending get_unit_, unit_call_, service_call_, pidfd_call_;
+  MessagePtr unit_reply_, service_reply_, pidfd_reply_;
+};
+
+class BusAuthenticator final : public Authenticator {
+ public:
+  explicit BusAuthenticator(sd_bus* bus) : bus_(bus) {}
+  std::unique_ptr<PendingCall> Authenticate(int sock, AuthDone done) override {
+    auto auth = std::make_unique<BusAuth>(bus_, std::move(done));
+    auth->Start(sock);
+    return auth;
+  }
+
+ private:
+  sd_bus* bus_;
+};
+
+}  // namespace
+
+std::unique_ptr<Authenticator> NewBusAuthenticator(sd_bus* bus) {
+  return std::make_unique<BusAuthenticator>(bus);
+}
+
+}  // namespace opencode::daemon

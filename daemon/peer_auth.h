@@ -1,0 +1,74 @@
+// Authentication of one connection before a byte of it is read: the kernel's
+// immutable peer credentials (SO_PEERCRED + a pidfd that pins the process) and
+// the client unit's identity from systemd. Invariant: a connection is accepted
+// only if its peer is, at the moment systemd answered and still afterwards, the
+// running MainPID of kClientUnit with that unit's cgroup and a non-zero uid;
+// on systemd >= 253 GetUnitByPIDFD must agree too.
+#pragma once
+
+#include <sys/types.h>
+#include <systemd/sd-bus.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/errors.h"
+#include "common/unique_fd.h"
+#include "daemon/bus_call.h"
+#include "daemon/identity.h"
+
+namespace opencode::daemon {
+
+struct PeerCredentials {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  UniqueFd pidfd;           // SO_PEERPIDFD, or pidfd_open(pid) on older kernels
+  bool pidfd_from_socket = false;
+};
+
+// SO_PEERCRED and SO_PEERPIDFD of a connected AF_UNIX socket. The pidfd
+// fallback (kernels < 6.5) is opened right after SO_PEERCRED; see SECURITY.md
+// for why the later MainPID + liveness check still closes the recycling race.
+absl::StatusOr<PeerCredentials> ReadPeerCredentials(int sock);
+
+// The cgroup v2 path of `pid` ("0::<path>" line of /proc/<pid>/cgroup). This
+// is the supervisor's one synchronous read on the event loop: procfs answers
+// from memory and never blocks on I/O.
+absl::StatusOr<std::string> ReadCgroup(pid_t pid);
+// Parses the contents of /proc/<pid>/cgroup (pure; unit-tested).
+absl::StatusOr<std::string> ParseCgroupFile(std::string_view contents);
+
+// False once the process behind `pidfd` has exited (poll reports POLLIN).
+bool PidfdAlive(int pidfd);
+
+struct AuthenticatedPeer {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  std::string client_invocation;  // 32 hex, for the journal
+};
+
+// The outcome of one authentication: the peer, or the error code to send.
+struct AuthResult {
+  ErrorCode code = ErrorCode::kInternal;
+  std::string why;  // one line for the journal
+  AuthenticatedPeer peer;
+};
+using AuthDone = std::function<void(AuthResult)>;
+
+// Authenticates connections; an interface so session tests can drive the
+// state machine without a system bus (the real one is proven in vm-tests).
+class Authenticator {
+ public:
+  virtual ~Authenticator() = default;
+  // Starts authenticating `sock`. `done` runs exactly once unless the returned
+  // handle is destroyed first.
+  virtual std::unique_ptr<PendingCall> Authenticate(int sock, AuthDone done) = 0;
+};
+
+// The real one: kernel credentials + systemd over `bus`.
+std::unique_ptr<Authenticator> NewBusAuthenticator(sd_bus* bus);
+
+}  // namespace opencode::daemon

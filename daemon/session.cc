@@ -1,0 +1,463 @@
+// The per-connection state machine (see session.h and docs/PROTOCOL.md
+// section 6). Every path that ends a session goes through Fail(), DropClient()
+// or the exit path, and all three converge on MaybeFinish(), which waits for
+// the unit to be proven gone before the Manager may destroy the session.
+#include "daemon/session.h"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "common/envelope.h"
+#include "common/limits.h"
+#include "daemon/absl_compat.h"
+#include "daemon/identity.h"
+#include "daemon/journal.h"
+#include "daemon/status_macros.h"
+
+namespace opencode::daemon {
+namespace {
+
+// What the client is told; the journal gets the detailed reason.
+std::string_view ClientMessage(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kStartTimeout: return "START frame not complete within the deadline";
+    case ErrorCode::kUnauthenticated: return "peer is not the main process of opencode-v2.service";
+    case ErrorCode::kRootRefused: return "peer uid 0 is refused";
+    case ErrorCode::kUnitStartFailed: return "systemd did not start the PTY unit";
+    case ErrorCode::kUnitPropertyMismatch: return "systemd did not apply the PTY unit's properties";
+    case ErrorCode::kNotDirectory: return "the descriptor is not a directory";
+    case ErrorCode::kNoDescriptor: return "START arrived without its directory descriptor";
+    case ErrorCode::kExtraDescriptor: return "unexpected descriptor";
+    case ErrorCode::kBadUtf8: return "INPUT is not valid UTF-8";
+    case ErrorCode::kBadSignal: return "signal not allowed";
+    case ErrorCode::kProtocolState: return "frame not allowed in this state";
+    case ErrorCode::kInternal: return "supervisor-side failure";
+    default: return "malformed frame";
+  }
+}
+
+absl::StatusOr<std::string> NewSessionId() {
+  uint8_t bytes[16];
+  // GRND_NONBLOCK: never wait on the loop for the entropy pool; before it is
+  // initialised (early boot only) the session fails instead.
+  ssize_t n = getrandom(bytes, sizeof(bytes), GRND_NONBLOCK);
+  if (n != static_cast<ssize_t>(sizeof(bytes))) return Errno(n < 0 ? errno : EIO, "getrandom");
+  std::array<uint8_t, 16> id;
+  std::copy(std::begin(bytes), std::end(bytes), id.begin());
+  return HexId(id);
+}
+
+}  // namespace
+
+Session::Session(const SessionContext& ctx, SessionObserver* observer, UniqueFd conn)
+    : ctx_(ctx), observer_(observer), initial_conn_(std::move(conn)) {}
+
+Session::~Session() = default;
+
+absl::Status Session::Start() {
+  ASSIGN_OR_RETURN(id_, NewSessionId());
+  int sock = initial_conn_.get();
+  pump_ = std::make_unique<Pump>(ctx_.event, std::move(initial_conn_),
+                                 static_cast<Pump::Delegate*>(this));
+  RETURN_IF_ERROR(pump_->Init());
+  pump_->SetMode(Pump::Mode::kHold);  // not a byte is read before authentication
+  sd_event_source* s = nullptr;
+  int r = sd_event_add_time_relative(ctx_.event, &s, CLOCK_MONOTONIC, UINT64_MAX, 0,
+                                     &Session::OnDeadline, this);
+  if (r < 0) return SdError(r, "sd_event_add_time(session deadline)");
+  timer_.reset(s);
+  // The START deadline runs from accept, so a slow authentication counts too.
+  Arm(Deadline::kStartFrame, limits::kStartFrameDeadlineUsec);
+  auth_ = ctx_.authenticator->Authenticate(sock, [this](AuthResult result) {
+    OnAuthenticated(std::move(result));
+  });
+  // A refusal from kernel facts alone arrives before Authenticate() returns.
+  if (auth_finished_) auth_.reset();
+  return absl::OkStatus();
+}
+
+LogFields Session::Fields(ErrorCode code) const noexcept {
+  LogFields f;
+  f.session = id_;
+  f.unit = unit_;
+  f.invocation = invocation_;
+  f.client_invocation = peer_.client_invocation;
+  f.peer_pid = peer_.pid;
+  f.peer_uid = peer_.pid > 0 ? peer_.uid : static_cast<uid_t>(-1);
+  f.error = code;
+  return f;
+}
+
+void Session::SetState(State s) noexcept {
+  state_ = s;
+  observer_->OnSessionChanged(this);
+}
+
+void Session::Arm(Deadline kind, uint64_t usec) noexcept {
+  deadline_ = kind;
+  if (!timer_) return;
+  if (kind == Deadline::kNone) {
+    sd_event_source_set_enabled(timer_.get(), SD_EVENT_OFF);
+    return;
+  }
+  uint64_t now = 0;
+  sd_event_now(ctx_.event, CLOCK_MONOTONIC, &now);
+  sd_event_source_set_time(timer_.get(), now + usec);
+  sd_event_source_set_enabled(timer_.get(), SD_EVENT_ONESHOT);
+}
+
+int Session::OnDeadline(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {
+  auto* self = static_cast<Session*>(userdata);
+  Deadline kind = self->deadline_;
+  self->deadline_ = Deadline::kNone;
+  switch (kind) {
+    case Deadline::kStartFrame:
+      if (self->in_handshake()) self->Fail(ErrorCode::kStartTimeout, "START deadline passed");
+      break;
+    case Deadline::kUnitStart:
+      if (self->state_ == State::kStarting)
+        self->Fail(ErrorCode::kUnitStartFailed, "unit did not start within the deadline");
+      break;
+    case Deadline::kFlush:
+      // The client did not read its last frames: the unit is handled
+      // independently, the connection is not worth holding.
+      self->DropClient();
+      break;
+    case Deadline::kNone:
+      break;
+  }
+  return 0;
+}
+
+void Session::Notice(std::string_view code, std::string_view signal) noexcept {
+  EnvelopeWriter w("notice");
+  w.Str("code", code);
+  if (!signal.empty()) w.Str("signal", signal);
+  // The pump only decodes a control frame when a notice fits.
+  if (!pump_->QueueEnvelope(w.Finish()))
+    Log(LOG_WARNING, Fields(), "notice dropped: envelope queue full");
+}
+
+// ------------------------------------------------------------ handshake
+
+void Session::OnAuthenticated(AuthResult result) noexcept {
+  auth_finished_ = true;
+  auth_.reset();
+  peer_ = std::move(result.peer);
+  if (result.code != ErrorCode::kOk) {
+    Log(LOG_WARNING, Fields(result.code), absl::StrCat("connection refused: ", result.why));
+    return Fail(result.code, result.why);
+  }
+  Log(LOG_INFO, Fields(), "connection authenticated");
+  SetState(State::kAwaitStart);
+  pump_->SetMode(Pump::Mode::kAwaitStart);
+}
+
+void Session::OnStartFrame(std::span<const uint8_t> payload, UniqueFd dir) noexcept {
+  if (state_ != State::kAwaitStart) return Fail(ErrorCode::kProtocolState, "START out of state");
+  StartRequest request;
+  if (ErrorCode c = ParseStartPayload(payload, &request); c != ErrorCode::kOk)
+    return Fail(c, "bad START payload");
+  struct stat st {};
+  if (fstat(dir.get(), &st) < 0 || !S_ISDIR(st.st_mode))
+    return Fail(ErrorCode::kNotDirectory, "descriptor is not a directory");
+  StartUnit(std::move(request), std::move(dir));
+}
+
+void Session::StartUnit(StartRequest request, UniqueFd dir) noexcept {
+  // The PTY stream. Both ends close-on-exec at birth; only ours is
+  // nonblocking (the unit's stdin/stdout stay ordinary blocking sockets).
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+    return Fail(ErrorCode::kInternal, absl::StrCat("socketpair: ", strerror(errno)));
+  UniqueFd ours(sv[0]);
+  UniqueFd theirs(sv[1]);
+  int flags = fcntl(ours.get(), F_GETFL);
+  if (flags < 0 || fcntl(ours.get(), F_SETFL, flags | O_NONBLOCK) < 0)
+    return Fail(ErrorCode::kInternal, absl::StrCat("fcntl(O_NONBLOCK): ", strerror(errno)));
+
+  UnitRequest req;
+  req.session_id = id_;
+  req.unit_name = SessionUnitName(id_);
+  req.uid = peer_.uid;
+  req.cols = request.cols;
+  req.rows = request.rows;
+  req.argv = std::move(request.argv);
+  unit_ = req.unit_name;
+
+  monitor_ = std::make_unique<UnitMonitor>(
+      ctx_.systemd, ctx_.tracker, unit_,
+      [this](absl::StatusOr<UnitSnapshot> s) { OnSnapshot(std::move(s)); });
+  if (absl::Status st = monitor_->Start(); !st.ok())
+    return Fail(ErrorCode::kInternal, SV(st.message()));
+  monitor_->SetPolling(true);
+
+  SetState(State::kStarting);
+  Arm(Deadline::kUnitStart, limits::kUnitStartDeadlineUsec);
+  auto pending = ctx_.systemd->StartUnit(req, theirs.get(), dir.get(),
+                                         [this](absl::Status st) { OnStartReply(std::move(st)); });
+  // The message carrying duplicates of `theirs` and `dir` is already
+  // released; closing ours here leaves systemd's copies the only ones, so EOF
+  // of the stream means the unit's processes are done with it.
+  theirs.reset();
+  dir.reset();
+  if (!pending.ok()) return Fail(ErrorCode::kUnitStartFailed, SV(pending.status().message()));
+  start_call_ = std::move(*pending);
+  unit_requested_ = true;
+  request_ = std::move(req);
+  pty_stream_ = std::move(ours);
+  Log(LOG_INFO, Fields(), "starting PTY unit");
+}
+
+void Session::OnStartReply(absl::Status status) noexcept {
+  start_call_.reset();
+  if (state_ != State::kStarting) {
+    // The session ended while the call was in flight (client gone, deadline):
+    // whatever systemd made of it is stopped and proven gone now.
+    BeginReap();
+    return MaybeFinish();
+  }
+  if (!status.ok()) {
+    // Only systemd's error; the request (argv) is never logged.
+    return Fail(ErrorCode::kUnitStartFailed, SV(status.message()));
+  }
+  monitor_->QueryNow();
+}
+
+void Session::OnSnapshot(absl::StatusOr<UnitSnapshot> snapshot) noexcept {
+  if (!snapshot.ok()) {
+    if (state_ == State::kStarting)
+      return Fail(ErrorCode::kUnitStartFailed, SV(snapshot.status().message()));
+    Log(LOG_WARNING, Fields(), absl::StrCat("unit query failed: ", snapshot.status().message()));
+    return;  // RUNNING: the next hint or tick asks again
+  }
+  if (state_ == State::kStarting) return OnStarting(*snapshot);
+  if (state_ == State::kRunning) return OnRunningSnapshot(*snapshot);
+}
+
+void Session::OnStarting(const UnitSnapshot& snapshot) noexcept {
+  if (start_call_) return;  // StartTransientUnit not answered yet
+  StartReading start = ReadStart(snapshot);
+  if (start.state == StartState::kPending) return;
+  if (start.state == StartState::kFailed) return Fail(ErrorCode::kUnitStartFailed, start.why);
+  invocation_ = HexId(start.invocation_id);
+  absl::Status verified = VerifyReadBack(BuildPropertySpecs(*request_), snapshot.unit,
+                                         snapshot.service, ctx_.systemd->UniqueName());
+  if (!verified.ok()) return Fail(ErrorCode::kUnitPropertyMismatch, SV(verified.message()));
+  request_.reset();  // argv is no longer needed
+
+  EnvelopeWriter w("started");
+  w.Str("session", id_)
+      .Str("unit", unit_)
+      .Str("invocation", invocation_)
+      .Str("revision", ctx_.revision)
+      .Str("source", ctx_.source);
+  if (!pump_->QueueEnvelope(w.Finish()))
+    return Fail(ErrorCode::kInternal, "cannot queue the started envelope");
+  if (absl::Status st = pump_->AttachPty(std::move(pty_stream_)); !st.ok())
+    return Fail(ErrorCode::kInternal, SV(st.message()));
+  Arm(Deadline::kNone, 0);
+  monitor_->SetPolling(false);  // until EOF or STOP, signals suffice as hints
+  SetState(State::kRunning);
+  pump_->SetMode(Pump::Mode::kRunning);
+  Log(LOG_INFO, Fields(), "PTY unit running");
+}
+
+// ------------------------------------------------------------ running
+
+void Session::OnControlFrame(FrameType type, uint8_t arg) noexcept {
+  if (state_ != State::kRunning) return;
+  switch (type) {
+    case FrameType::kSignal:
+      return SendSignal(arg);
+    case FrameType::kStop:
+      Notice("stopping");
+      return RequestStop();
+    case FrameType::kEof:
+      return Notice("input_closed");
+    default:
+      return Fail(ErrorCode::kProtocolState, "unexpected control frame");
+  }
+}
+
+void Session::SendSignal(uint8_t signo) noexcept {
+  // One control call at a time: frames wait in the socket meanwhile, so a
+  // client cannot make the supervisor queue D-Bus calls.
+  pump_->PauseInput(true);
+  auto pending = ctx_.systemd->KillUnit(unit_, signo, [this, signo](absl::Status st) {
+    control_call_.reset();
+    pump_->PauseInput(false);
+    if (!st.ok()) {
+      Log(LOG_NOTICE, Fields(), absl::StrCat("KillUnit failed: ", st.message()));
+      return;
+    }
+    Notice("signal_sent", SignalName(signo));
+  });
+  if (!pending.ok()) {
+    pump_->PauseInput(false);
+    return Fail(ErrorCode::kInternal, SV(pending.status().message()));
+  }
+  control_call_ = std::move(*pending);
+}
+
+void Session::RequestStop() noexcept {
+  if (stop_requested_) return;
+  stop_requested_ = true;
+  if (monitor_) monitor_->SetPolling(true);
+  pump_->PauseInput(true);
+  auto pending = ctx_.systemd->StopUnit(unit_, [this](absl::Status st) {
+    control_call_.reset();
+    pump_->PauseInput(false);
+    if (!st.ok()) Log(LOG_NOTICE, Fields(), absl::StrCat("StopUnit failed: ", st.message()));
+    if (monitor_) monitor_->QueryNow();
+  });
+  if (!pending.ok()) {
+    pump_->PauseInput(false);
+    return Fail(ErrorCode::kInternal, SV(pending.status().message()));
+  }
+  control_call_ = std::move(*pending);
+}
+
+void Session::OnOutputComplete() noexcept {
+  output_complete_ = true;
+  // EOF of the stream: the unit's processes are ending; ask until systemd
+  // says it finished (hints and the poll tick both re-ask).
+  if (monitor_) {
+    monitor_->SetPolling(true);
+    monitor_->QueryNow();
+  }
+  MaybeSendExit();
+}
+
+void Session::OnRunningSnapshot(const UnitSnapshot& snapshot) noexcept {
+  if (exit_ || !IsUnitFinished(snapshot)) return;
+  auto info = ReadExitInfo(snapshot);
+  if (!info.ok()) return Fail(ErrorCode::kInternal, SV(info.status().message()));
+  exit_ = std::move(*info);
+  Log(LOG_INFO, Fields(), absl::StrCat("PTY unit finished: ", exit_->result));
+  BeginReap();
+}
+
+void Session::MaybeSendExit() noexcept {
+  if (state_ != State::kRunning || !exit_ || !output_complete_ || !reap_done_ || terminal_queued_)
+    return;
+  EnvelopeWriter w("exit");
+  if (exit_->code) w.Int("code", *exit_->code); else w.Null("code");
+  if (!exit_->signal.empty()) w.Str("signal", exit_->signal); else w.Null("signal");
+  w.Str("result", exit_->result);
+  terminal_queued_ = true;
+  pump_->QueueTerminal(w.Finish());
+  SetState(State::kEnding);
+  Arm(Deadline::kFlush, limits::kTerminalFlushDeadlineUsec);
+}
+
+// ------------------------------------------------------------ ending
+
+void Session::BeginReap() noexcept {
+  if (!unit_requested_ || reaper_ || reap_done_) return;
+  if (start_call_) return;  // OnStartReply reaps once systemd answered
+  monitor_.reset();         // the unit has one watcher at a time
+  reaper_ = std::make_unique<Reaper>(ctx_.systemd, ctx_.tracker, ctx_.event, unit_,
+                                     [this](absl::Status st) { OnReaped(std::move(st)); });
+  if (absl::Status st = reaper_->Start(); !st.ok()) OnReaped(st);
+}
+
+void Session::OnReaped(absl::Status status) noexcept {
+  reap_done_ = true;
+  if (status.ok())
+    Log(LOG_INFO, Fields(), "PTY unit proven gone");
+  else
+    Log(LOG_ERR, Fields(), absl::StrCat("PTY unit not proven gone: ", status.message()));
+  MaybeSendExit();
+  MaybeFinish();
+}
+
+void Session::Fail(ErrorCode code, std::string_view detail) noexcept {
+  if (terminal_queued_ || client_gone_) {
+    BeginReap();
+    return MaybeFinish();
+  }
+  Log(code == ErrorCode::kInternal || code == ErrorCode::kUnitStartFailed ||
+              code == ErrorCode::kUnitPropertyMismatch
+          ? LOG_ERR
+          : LOG_WARNING,
+      Fields(code), absl::StrCat("session failed: ", AV(detail)));
+  auth_.reset();
+  control_call_.reset();
+  request_.reset();
+  pty_stream_.reset();
+  pump_->DetachPty();
+  EnvelopeWriter w("error");
+  w.Str("code", ErrorCodeName(code)).Str("message", ClientMessage(code));
+  terminal_queued_ = true;
+  pump_->QueueTerminal(w.Finish());
+  SetState(State::kEnding);
+  Arm(Deadline::kFlush, limits::kTerminalFlushDeadlineUsec);
+  BeginReap();
+  MaybeFinish();
+}
+
+void Session::Terminate() noexcept {
+  if (state_ == State::kRunning && exit_) return;  // exit is on its way
+  Fail(ErrorCode::kInternal, "supervisor is stopping");
+}
+
+void Session::OnClientError(ErrorCode code) noexcept { Fail(code, "client protocol error"); }
+
+void Session::OnClientEof() noexcept {
+  if (state_ == State::kRunning) {
+    // The client ended the session but may still read: stop the unit and
+    // deliver what remains, then the exit envelope.
+    Log(LOG_INFO, Fields(), "client closed its sending side; stopping the PTY unit");
+    return RequestStop();
+  }
+  if (terminal_queued_) return;  // ENDING: the flush or its deadline closes
+  DropClient();
+}
+
+void Session::OnClientGone() noexcept { DropClient(); }
+
+void Session::OnFlushed() noexcept {
+  Arm(Deadline::kNone, 0);
+  pump_->CloseConnection();
+  MaybeFinish();
+}
+
+void Session::DropClient() noexcept {
+  if (client_gone_) return;
+  client_gone_ = true;
+  if (!terminal_queued_) Log(LOG_INFO, Fields(), "client disconnected");
+  auth_.reset();
+  control_call_.reset();
+  request_.reset();
+  pty_stream_.reset();
+  pump_->DetachPty();
+  pump_->CloseConnection();
+  Arm(Deadline::kNone, 0);
+  if (state_ != State::kEnding) SetState(State::kEnding);
+  BeginReap();
+  MaybeFinish();
+}
+
+void Session::MaybeFinish() noexcept {
+  if (finished_) return;
+  if (pump_ && pump_->connected()) return;
+  if (start_call_) return;                  // in-flight StartTransientUnit
+  if (unit_requested_ && !reap_done_) return;  // unit not yet proven gone
+  finished_ = true;
+  observer_->OnSessionFinished(this);
+}
+
+size_t Session::MemoryBytes() const noexcept {
+  size_t n = pump_ ? pump_->MemoryBytes() : 0;
+  if (request_)
+    for (const auto& a : request_->argv) n += a.size();
+  return n;
+}
+
+}  // namespace opencode::daemon

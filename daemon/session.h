@@ -1,0 +1,147 @@
+// One connection = one PTY session: the state machine of docs/PROTOCOL.md
+// section 6 (ACCEPTED -> AWAIT_START -> STARTING -> RUNNING -> ENDING).
+// Invariants: nothing is read from the connection before the peer is
+// authenticated; once StartTransientUnit was sent, the session does not end
+// until its unit is proven gone (or the cleanup bound is hit and logged), even
+// if the client left while the call was in flight; the exit envelope is sent
+// only after the PTY stream reached EOF, all its output was written to the
+// client and the unit's exit status was read.
+#pragma once
+
+#include <sys/types.h>
+#include <systemd/sd-event.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/errors.h"
+#include "common/frame.h"
+#include "common/unique_fd.h"
+#include "daemon/journal.h"
+#include "daemon/peer_auth.h"
+#include "daemon/pump.h"
+#include "daemon/sd_ptr.h"
+#include "daemon/systemd_api.h"
+#include "daemon/unit_manager.h"
+#include "daemon/unit_properties.h"
+#include "daemon/unit_state.h"
+
+namespace opencode::daemon {
+
+class Session;
+
+// What every session shares (owned by the Manager).
+struct SessionContext {
+  sd_event* event = nullptr;
+  SystemdApi* systemd = nullptr;
+  UnitTracker* tracker = nullptr;
+  Authenticator* authenticator = nullptr;
+  std::string revision;  // 40 hex (source_identity.h)
+  std::string source;    // 64 hex
+};
+
+class SessionObserver {
+ public:
+  // State changed (for STATUS= counts).
+  virtual void OnSessionChanged(Session* s) noexcept = 0;
+  // The session is completely done; destroy it later (never synchronously).
+  virtual void OnSessionFinished(Session* s) noexcept = 0;
+
+ protected:
+  ~SessionObserver() = default;
+};
+
+class Session final : private Pump::Delegate {
+ public:
+  enum class State { kAuthenticating, kAwaitStart, kStarting, kRunning, kEnding };
+
+  Session(const SessionContext& ctx, SessionObserver* observer, UniqueFd conn);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Generates the session id, arms the START deadline, starts authenticating.
+  absl::Status Start();
+  // Supervisor shutdown: end with an error envelope and stop the unit.
+  void Terminate() noexcept;
+
+  State state() const noexcept { return state_; }
+  // Still authenticating or waiting for START (the handshake budget).
+  bool in_handshake() const noexcept {
+    return state_ == State::kAuthenticating || state_ == State::kAwaitStart;
+  }
+  const std::string& id() const noexcept { return id_; }
+  const std::string& unit() const noexcept { return unit_; }
+  size_t MemoryBytes() const noexcept;
+  const Pump* pump() const noexcept { return pump_.get(); }
+
+ private:
+  enum class Deadline { kNone, kStartFrame, kUnitStart, kFlush };
+
+  // Pump::Delegate
+  void OnStartFrame(std::span<const uint8_t> payload, UniqueFd dir) noexcept override;
+  void OnControlFrame(FrameType type, uint8_t arg) noexcept override;
+  void OnClientError(ErrorCode code) noexcept override;
+  void OnClientEof() noexcept override;
+  void OnClientGone() noexcept override;
+  void OnOutputComplete() noexcept override;
+  void OnFlushed() noexcept override;
+
+  void OnAuthenticated(AuthResult result) noexcept;
+  void StartUnit(StartRequest request, UniqueFd dir) noexcept;
+  void OnStartReply(absl::Status status) noexcept;
+  void OnSnapshot(absl::StatusOr<UnitSnapshot> snapshot) noexcept;
+  void OnStarting(const UnitSnapshot& snapshot) noexcept;
+  void OnRunningSnapshot(const UnitSnapshot& snapshot) noexcept;
+  void SendSignal(uint8_t signo) noexcept;
+  void RequestStop() noexcept;
+  void BeginReap() noexcept;
+  void OnReaped(absl::Status status) noexcept;
+  void MaybeSendExit() noexcept;
+  void Fail(ErrorCode code, std::string_view detail) noexcept;
+  void DropClient() noexcept;
+  void MaybeFinish() noexcept;
+  void SetState(State s) noexcept;
+  void Arm(Deadline kind, uint64_t usec) noexcept;
+  static int OnDeadline(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
+  void Notice(std::string_view code, std::string_view signal = {}) noexcept;
+  LogFields Fields(ErrorCode code = ErrorCode::kOk) const noexcept;
+
+  SessionContext ctx_;
+  SessionObserver* observer_;
+  UniqueFd initial_conn_;
+  std::unique_ptr<Pump> pump_;
+  State state_ = State::kAuthenticating;
+
+  std::string id_;
+  std::string unit_;
+  std::string invocation_;
+  AuthenticatedPeer peer_;
+  pid_t raw_peer_pid_ = 0;
+
+  std::unique_ptr<PendingCall> auth_;
+  bool auth_finished_ = false;
+  EventSourcePtr timer_;
+  Deadline deadline_ = Deadline::kNone;
+
+  // STARTING: the request stays until the read-back compared it.
+  std::optional<UnitRequest> request_;
+  UniqueFd pty_stream_;  // our end, attached to the pump at RUNNING
+  Pending start_call_;
+  bool unit_requested_ = false;  // StartTransientUnit was sent
+  std::unique_ptr<UnitMonitor> monitor_;
+  Pending control_call_;
+  bool stop_requested_ = false;
+  std::unique_ptr<Reaper> reaper_;
+  bool reap_done_ = false;
+
+  std::optional<ExitInfo> exit_;
+  bool output_complete_ = false;
+  bool terminal_queued_ = false;
+  bool client_gone_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace opencode::daemon

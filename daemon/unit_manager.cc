@@ -1,0 +1,312 @@
+// Signal hints, unit monitors and reapers (see unit_manager.h).
+#include "daemon/unit_manager.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/constants.h"
+#include "daemon/status_macros.h"
+#include "daemon/unit_properties.h"
+
+namespace opencode::daemon {
+
+// ---------------------------------------------------------------- UnitTracker
+
+UnitTracker::UnitTracker(sd_event* event, size_t capacity) : event_(event), queue_(capacity) {}
+
+UnitTracker::~UnitTracker() = default;
+
+absl::Status UnitTracker::Init() {
+  sd_event_source* s = nullptr;
+  int r = sd_event_add_defer(event_, &s, &UnitTracker::OnDefer, this);
+  if (r < 0) return SdError(r, "sd_event_add_defer(hints)");
+  defer_.reset(s);
+  sd_event_source_set_enabled(s, SD_EVENT_OFF);
+  sd_event_source_set_priority(s, kBusPriority);
+  r = sd_event_add_time_relative(event_, &s, CLOCK_MONOTONIC, limits::kRequeryIntervalUsec, 0,
+                                 &UnitTracker::OnTick, this);
+  if (r < 0) return SdError(r, "sd_event_add_time(requery tick)");
+  tick_.reset(s);
+  sd_event_source_set_enabled(s, SD_EVENT_OFF);
+  return absl::OkStatus();
+}
+
+absl::Status UnitTracker::AttachBus(sd_bus* bus, std::function<void(absl::Status)> on_error) {
+  bus_ = bus;
+  on_error_ = std::move(on_error);
+  sd_bus_slot* slot = nullptr;
+  // The bus daemon filters on sender; the handler still treats what arrives
+  // as a hint only (anyone able to get a signal through proves nothing).
+  int r = sd_bus_match_signal_async(bus, &slot, kSystemdService, kSystemdPath, kManagerInterface,
+                                    "UnitRemoved", &UnitTracker::OnMatch, nullptr, this);
+  if (r < 0) return SdError(r, "match UnitRemoved");
+  unit_removed_match_.reset(slot);
+  r = sd_bus_match_signal_async(bus, &slot, kSystemdService, kSystemdPath, kManagerInterface,
+                                "JobRemoved", &UnitTracker::OnMatch, nullptr, this);
+  if (r < 0) return SdError(r, "match JobRemoved");
+  job_removed_match_.reset(slot);
+  // systemd emits unit signals on the system bus only while someone is
+  // subscribed.
+  ASSIGN_OR_RETURN(MessagePtr m, NewManagerCall(bus, "Subscribe"));
+  ASSIGN_OR_RETURN(subscribe_, CallAsync(bus, m.get(), [this](sd_bus_message* reply) {
+                     subscribe_.reset();
+                     absl::Status st = ReplyStatus(reply);
+                     if (!st.ok() && on_error_) on_error_(st);
+                   }));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<UnitTracker::Watch>> UnitTracker::Add(const std::string& unit,
+                                                                     UnitWatcher* watcher) {
+  if (watched_.contains(unit))
+    return absl::AlreadyExistsError(absl::StrCat(unit, " is already watched"));
+  std::unique_ptr<Watch> watch(new Watch(this, unit));
+  if (bus_ != nullptr) {
+    ASSIGN_OR_RETURN(std::string path, UnitObjectPath(unit));
+    sd_bus_slot* slot = nullptr;
+    int r = sd_bus_match_signal_async(bus_, &slot, kSystemdService, path.c_str(),
+                                      kPropertiesInterface, "PropertiesChanged",
+                                      &UnitTracker::OnMatch, nullptr, this);
+    if (r < 0) return SdError(r, "match PropertiesChanged");
+    watch->properties_match_.reset(slot);
+  }
+  watched_.emplace(unit, Entry{watcher, false});
+  return watch;
+}
+
+UnitTracker::Watch::~Watch() { tracker_->Remove(unit_); }
+
+void UnitTracker::Watch::SetPolling(bool polling) {
+  auto it = tracker_->watched_.find(unit_);
+  if (it == tracker_->watched_.end()) return;
+  it->second.polling = polling;
+  if (polling) tracker_->ArmTick();
+}
+
+void UnitTracker::Remove(const std::string& unit) { watched_.erase(unit); }
+
+void UnitTracker::ArmTick() {
+  if (!tick_) return;
+  int enabled = SD_EVENT_OFF;
+  sd_event_source_get_enabled(tick_.get(), &enabled);
+  if (enabled != SD_EVENT_OFF) return;
+  uint64_t now = 0;
+  sd_event_now(event_, CLOCK_MONOTONIC, &now);
+  sd_event_source_set_time(tick_.get(), now + limits::kRequeryIntervalUsec);
+  sd_event_source_set_enabled(tick_.get(), SD_EVENT_ONESHOT);
+}
+
+int UnitTracker::OnMatch(sd_bus_message* m, void* userdata, sd_bus_error* /*error*/) noexcept {
+  static_cast<UnitTracker*>(userdata)->OnSignal(m);
+  return 0;
+}
+
+void UnitTracker::OnSignal(sd_bus_message* m) noexcept {
+  if (m == nullptr || sd_bus_message_get_type(m, nullptr) < 0) return;
+  std::string unit;
+  if (sd_bus_message_is_signal(m, kManagerInterface, "UnitRemoved") > 0) {
+    const char* id = nullptr;
+    const char* path = nullptr;
+    if (sd_bus_message_read(m, "so", &id, &path) <= 0) return;
+    unit = id;
+  } else if (sd_bus_message_is_signal(m, kManagerInterface, "JobRemoved") > 0) {
+    uint32_t job = 0;
+    const char *path = nullptr, *id = nullptr, *result = nullptr;
+    if (sd_bus_message_read(m, "uoss", &job, &path, &id, &result) <= 0) return;
+    unit = id;
+  } else if (sd_bus_message_is_signal(m, kPropertiesInterface, "PropertiesChanged") > 0) {
+    const char* path = sd_bus_message_get_path(m);
+    char* decoded = nullptr;
+    if (path == nullptr || sd_bus_path_decode(path, kUnitPathPrefix, &decoded) <= 0) return;
+    unit = decoded;
+    free(decoded);
+  } else {
+    return;
+  }
+  // Only our own units, and only those someone waits for, cost anything.
+  if (!IsSessionUnitName(unit) || !watched_.contains(unit)) return;
+  queue_.Push(unit);
+  if (defer_) sd_event_source_set_enabled(defer_.get(), SD_EVENT_ONESHOT);
+}
+
+int UnitTracker::OnDefer(sd_event_source* /*s*/, void* userdata) noexcept {
+  static_cast<UnitTracker*>(userdata)->DispatchHints();
+  return 0;
+}
+
+void UnitTracker::DispatchHints() noexcept {
+  HintQueue::Batch batch = queue_.Take();
+  if (batch.overflowed) {
+    // Lost hints are unknown: every watcher asks again.
+    batch.units.clear();
+    for (const auto& [unit, entry] : watched_) batch.units.push_back(unit);
+  }
+  // Watchers may add or remove registrations while being told; look each up.
+  for (const std::string& unit : batch.units) {
+    auto it = watched_.find(unit);
+    if (it != watched_.end()) it->second.watcher->OnUnitHint();
+  }
+}
+
+int UnitTracker::OnTick(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {
+  auto* self = static_cast<UnitTracker*>(userdata);
+  std::vector<std::string> polling;
+  for (const auto& [unit, entry] : self->watched_)
+    if (entry.polling) polling.push_back(unit);
+  for (const std::string& unit : polling) {
+    auto it = self->watched_.find(unit);
+    if (it != self->watched_.end()) it->second.watcher->OnUnitHint();
+  }
+  for (const auto& [unit, entry] : self->watched_)
+    if (entry.polling) {
+      self->ArmTick();
+      break;
+    }
+  return 0;
+}
+
+// ---------------------------------------------------------------- UnitMonitor
+
+UnitMonitor::UnitMonitor(SystemdApi* api, UnitTracker* tracker, std::string unit,
+                         OnSnapshot on_snapshot)
+    : api_(api), tracker_(tracker), unit_(std::move(unit)), on_snapshot_(std::move(on_snapshot)) {}
+
+absl::Status UnitMonitor::Start() {
+  ASSIGN_OR_RETURN(watch_, tracker_->Add(unit_, this));
+  return absl::OkStatus();
+}
+
+void UnitMonitor::SetPolling(bool polling) {
+  if (watch_) watch_->SetPolling(polling);
+}
+
+void UnitMonitor::QueryNow() noexcept {
+  if (query_) {
+    requery_ = true;  // coalesce: one more after the answer in flight
+    return;
+  }
+  requery_ = false;
+  ++queries_;
+  auto pending = api_->QueryUnit(unit_, [this](absl::StatusOr<UnitSnapshot> snapshot) {
+    query_.reset();
+    // Start the coalesced re-query before delivering: the owner may destroy
+    // this monitor from its callback, which then cancels the new query too.
+    if (requery_) QueryNow();
+    OnSnapshot cb = on_snapshot_;
+    cb(std::move(snapshot));
+  });
+  if (!pending.ok()) {
+    OnSnapshot cb = on_snapshot_;
+    cb(pending.status());
+    return;
+  }
+  query_ = std::move(*pending);
+}
+
+// ---------------------------------------------------------------- Reaper
+
+Reaper::Reaper(SystemdApi* api, UnitTracker* tracker, sd_event* event, std::string unit, Done done)
+    : api_(api), tracker_(tracker), event_(event), unit_(std::move(unit)), done_(std::move(done)) {}
+
+absl::Status Reaper::Start(bool stop_first) {
+  ASSIGN_OR_RETURN(watch_, tracker_->Add(unit_, this));
+  watch_->SetPolling(true);
+  sd_event_source* s = nullptr;
+  int r = sd_event_add_time_relative(event_, &s, CLOCK_MONOTONIC, limits::kCleanupDeadlineUsec, 0,
+                                     &Reaper::OnDeadline, this);
+  if (r < 0) return SdError(r, "sd_event_add_time(cleanup deadline)");
+  deadline_.reset(s);
+  if (!stop_first) {
+    Query();
+    return absl::OkStatus();
+  }
+  auto pending = api_->StopUnit(unit_, [this](absl::Status st) {
+    call_.reset();
+    // NoSuchUnit: already gone (or never created); the proof below decides.
+    if (!st.ok() && !IsBusError(st, "org.freedesktop.systemd1.NoSuchUnit"))
+      last_error_ = st;
+    Unref();
+  });
+  if (!pending.ok()) {
+    last_error_ = pending.status();
+    Unref();
+    return absl::OkStatus();
+  }
+  call_ = std::move(*pending);
+  return absl::OkStatus();
+}
+
+void Reaper::Unref() noexcept {
+  auto pending = api_->UnrefUnit(unit_, [this](absl::Status st) {
+    call_.reset();
+    // NotReferenced: a unit of an earlier supervisor process, whose reference
+    // died with its bus connection.
+    if (!st.ok() && !IsBusError(st, "org.freedesktop.systemd1.NoSuchUnit") &&
+        !IsBusError(st, "org.freedesktop.systemd1.NotReferenced"))
+      last_error_ = st;
+    Query();
+  });
+  if (!pending.ok()) {
+    last_error_ = pending.status();
+    Query();
+    return;
+  }
+  call_ = std::move(*pending);
+}
+
+void Reaper::Query() noexcept {
+  querying_phase_ = true;
+  if (call_) {
+    requery_ = true;
+    return;
+  }
+  if (queries_ >= limits::kMaxCleanupQueries)
+    return Finish(absl::DeadlineExceededError(absl::StrCat(
+        unit_, " still loaded after ", queries_, " queries",
+        last_error_.ok() ? "" : absl::StrCat(" (", last_error_.message(), ")"))));
+  requery_ = false;
+  ++queries_;
+  auto pending = api_->QueryGone(unit_, [this](absl::StatusOr<bool> gone) {
+    call_.reset();
+    if (gone.ok() && *gone) {
+      gone_ = true;
+      return Finish(absl::OkStatus());
+    }
+    if (!gone.ok()) last_error_ = gone.status();
+    if (requery_) Query();
+    // Otherwise wait for the next hint or tick: a signal is never the proof.
+  });
+  if (!pending.ok()) {
+    last_error_ = pending.status();
+    return;
+  }
+  call_ = std::move(*pending);
+}
+
+void Reaper::OnUnitHint() noexcept {
+  // Hints before StopUnit/UnrefUnit were answered are covered by the query
+  // that follows them.
+  if (querying_phase_ && !gone_ && done_) Query();
+}
+
+int Reaper::OnDeadline(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {
+  auto* self = static_cast<Reaper*>(userdata);
+  self->Finish(absl::DeadlineExceededError(absl::StrCat(
+      self->unit_, " not proven gone within the cleanup deadline",
+      self->last_error_.ok() ? "" : absl::StrCat(" (", self->last_error_.message(), ")"))));
+  return 0;
+}
+
+void Reaper::Finish(absl::Status status) noexcept {
+  if (!done_) return;
+  watch_.reset();
+  deadline_.reset();
+  call_.reset();
+  Done done = std::move(done_);
+  done_ = nullptr;
+  done(std::move(status));  // may destroy *this
+}
+
+}  // namespace opencode::daemon

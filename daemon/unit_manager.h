@@ -1,0 +1,157 @@
+// Watching PTY units over D-Bus: signals (UnitRemoved, JobRemoved,
+// PropertiesChanged) become hints in one bounded coalescing queue, and hints
+// only ever trigger re-queries by the unit's watcher. Invariant: nothing here
+// concludes anything from a signal; a unit is "finished" or "gone" only by the
+// answer of an explicit query (UnitMonitor, Reaper), so a forged signal from
+// any sender costs at most one query per watched unit and proves nothing.
+#pragma once
+
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/limits.h"
+#include "daemon/hint_queue.h"
+#include "daemon/sd_ptr.h"
+#include "daemon/systemd_api.h"
+
+namespace opencode::daemon {
+
+class UnitWatcher {
+ public:
+  // A hint (signal, queue overflow or poll tick) says: ask systemd again.
+  virtual void OnUnitHint() noexcept = 0;
+
+ protected:
+  ~UnitWatcher() = default;
+};
+
+class UnitTracker {
+ public:
+  explicit UnitTracker(sd_event* event, size_t capacity = limits::kSignalQueueCapacity);
+  ~UnitTracker();
+  UnitTracker(const UnitTracker&) = delete;
+  UnitTracker& operator=(const UnitTracker&) = delete;
+
+  absl::Status Init();
+  // Manager.Subscribe and matches for Manager.UnitRemoved / JobRemoved from
+  // systemd (all asynchronous). `on_error` reports a failed Subscribe/match.
+  absl::Status AttachBus(sd_bus* bus, std::function<void(absl::Status)> on_error);
+
+  // One watched unit; destroying it unregisters (and removes its match).
+  class Watch {
+   public:
+    ~Watch();
+    // Polling watchers are also re-queried every kRequeryIntervalUsec: the
+    // safety net for a lost or dropped hint while waiting for a state change.
+    void SetPolling(bool polling);
+
+   private:
+    friend class UnitTracker;
+    Watch(UnitTracker* tracker, std::string unit) : tracker_(tracker), unit_(std::move(unit)) {}
+    UnitTracker* tracker_;
+    std::string unit_;
+    SlotPtr properties_match_;
+  };
+  // At most one watcher per unit (a unit has exactly one owner at a time).
+  absl::StatusOr<std::unique_ptr<Watch>> Add(const std::string& unit, UnitWatcher* watcher);
+
+  // Entry point of every signal match (tests feed forged messages here).
+  void OnSignal(sd_bus_message* m) noexcept;
+  // Delivers the queued hints (normally from a deferred event source).
+  void DispatchHints() noexcept;
+  size_t queue_length() const noexcept { return queue_.size(); }
+  bool queue_overflowed() const noexcept { return queue_.overflowed(); }
+
+ private:
+  struct Entry {
+    UnitWatcher* watcher = nullptr;
+    bool polling = false;
+  };
+  static int OnMatch(sd_bus_message* m, void* userdata, sd_bus_error* error) noexcept;
+  static int OnDefer(sd_event_source* s, void* userdata) noexcept;
+  static int OnTick(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
+  void Remove(const std::string& unit);
+  void ArmTick();
+
+  sd_event* event_;
+  sd_bus* bus_ = nullptr;
+  HintQueue queue_;
+  std::map<std::string, Entry, std::less<>> watched_;
+  EventSourcePtr defer_;
+  EventSourcePtr tick_;
+  SlotPtr unit_removed_match_, job_removed_match_;
+  Pending subscribe_;
+  std::function<void(absl::Status)> on_error_;
+};
+
+// Re-queries one unit's properties whenever told to (hint, tick, or the owner's
+// own reason such as EOF of the PTY stream); coalesces to at most one query in
+// flight plus one pending. The owner decides from each snapshot.
+class UnitMonitor final : public UnitWatcher {
+ public:
+  using OnSnapshot = std::function<void(absl::StatusOr<UnitSnapshot>)>;
+  UnitMonitor(SystemdApi* api, UnitTracker* tracker, std::string unit, OnSnapshot on_snapshot);
+
+  absl::Status Start();
+  void SetPolling(bool polling);
+  void QueryNow() noexcept;
+  size_t queries() const noexcept { return queries_; }
+  void OnUnitHint() noexcept override { QueryNow(); }
+
+ private:
+  SystemdApi* api_;
+  UnitTracker* tracker_;
+  std::string unit_;
+  OnSnapshot on_snapshot_;
+  std::unique_ptr<UnitTracker::Watch> watch_;
+  Pending query_;
+  bool requery_ = false;
+  size_t queries_ = 0;
+};
+
+// Stops a unit and proves it gone: StopUnit("replace") -> UnrefUnit -> GetUnit
+// until org.freedesktop.systemd1.NoSuchUnit, re-asking on hints and ticks, at
+// most kMaxCleanupQueries times and within kCleanupDeadlineUsec.
+class Reaper final : public UnitWatcher {
+ public:
+  // OK: proven gone. Otherwise why not (the owner logs it).
+  using Done = std::function<void(absl::Status)>;
+  Reaper(SystemdApi* api, UnitTracker* tracker, sd_event* event, std::string unit, Done done);
+
+  // `stop_first` = false skips StopUnit/UnrefUnit (the unit is known to be
+  // released already) and only proves.
+  absl::Status Start(bool stop_first = true);
+  bool gone() const noexcept { return gone_; }
+  size_t queries() const noexcept { return queries_; }
+  const std::string& unit() const noexcept { return unit_; }
+  void OnUnitHint() noexcept override;
+
+ private:
+  static int OnDeadline(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
+  void Unref() noexcept;
+  void Query() noexcept;
+  void Finish(absl::Status status) noexcept;
+
+  SystemdApi* api_;
+  UnitTracker* tracker_;
+  sd_event* event_;
+  std::string unit_;
+  Done done_;
+  std::unique_ptr<UnitTracker::Watch> watch_;
+  EventSourcePtr deadline_;
+  Pending call_;
+  bool querying_phase_ = false;
+  bool requery_ = false;
+  bool gone_ = false;
+  size_t queries_ = 0;
+  absl::Status last_error_;
+};
+
+}  // namespace opencode::daemon
