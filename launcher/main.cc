@@ -1,0 +1,432 @@
+// opencode-pty-launcher: the program systemd starts in each PTY unit, and the
+// last step before the user's command inside the PTY (docs/SECURITY.md).
+// Owns: the unit's stdio (fd 0 = fd 1 = the PTY stream, fd 2 = the approved
+// directory), and fd 3, the one descriptor it deliberately hands down (itself).
+// Invariant: every argument is decoded from its single canonical encoding
+// before anything runs; the command gets exactly the argv the start frame
+// carried, a fixed environment, fds 0..2 on the PTY and nothing else, and it is
+// never interpreted by a shell. The first surprise ends the launcher with a
+// distinct status and a one-line reason on the PTY stream.
+//
+// Outer mode:   opencode-pty-launcher aENC... (one canonical argument per argv element)
+// Inner mode:   /proc/self/fd/3 --exec        (run by /bin/sh inside script's PTY)
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "common/base64url.h"
+#include "common/errors.h"
+#include "common/limits.h"
+#include "common/unique_fd.h"
+
+namespace {
+
+using opencode::ErrorCode;
+using opencode::UniqueFd;
+namespace limits = opencode::limits;
+
+// Exit statuses of the launcher's own failures (docs/SECURITY.md). 100..121
+// stay clear of a shell's 126/127 and 128+n, and of systemd's 200..245.
+enum Exit : int {
+  kExitNotDirectory = 100,   // fd 2 is not an open directory
+  kExitChdir = 101,          // fchdir(2) failed
+  kExitDupStderr = 102,      // dup2(1, 2) failed
+  kExitArgc = 103,           // no argument, or more than kMaxArgs
+  kExitEncodedTooLong = 104, // the encoded argv is above kMaxEncodedArgvBytes
+  kExitBadPrefix = 105,      // an argument does not start with 'a'
+  kExitBadAlphabet = 106,    // a character outside [A-Za-z0-9_-] (padding too)
+  kExitBadLength = 107,      // encoded length = 1 (mod 4)
+  kExitNonCanonical = 108,   // non-zero trailing bits
+  kExitArgTooLong = 109,     // one decoded argument above kMaxArgBytes
+  kExitArgvTooLong = 110,    // all decoded arguments above kMaxArgvTotalBytes
+  kExitEmptyCommand = 111,   // argv[0] decodes to the empty string
+  kExitNulByte = 112,        // a decoded argument contains NUL (execve cannot carry it)
+  kExitWindowSize = 113,     // COLUMNS/LINES not a decimal in 1..1000 (or missing in --exec)
+  kExitHome = 114,           // HOME is not a bounded absolute path
+  kExitUserName = 115,       // USER or LOGNAME is not a plain user name
+  kExitCloseFds = 116,       // close_range failed
+  kExitSelf = 117,           // /proc/self/exe could not be bound to fd 3
+  kExitExecScript = 118,     // execve(/usr/bin/script) failed
+  kExitNoArgv = 119,         // --exec without OPENCODE_PTY_ARGV
+  kExitNotTty = 120,         // --exec: fd 0, 1 or 2 is not a terminal
+  kExitWinsize = 121,        // --exec: TIOCSWINSZ failed
+  kExitSignals = 122,        // --exec: signal mask/dispositions could not be reset
+  kExitCannotExecute = 126,  // the command exists but cannot be executed (as a shell)
+  kExitNotFound = 127,       // the command does not exist (as a shell)
+};
+
+constexpr char kArgvVar[] = "OPENCODE_PTY_ARGV";
+constexpr int kSelfFd = 3;
+constexpr char kScript[] = "/usr/bin/script";
+// Inner shell: -i makes it take the terminal's foreground process group, so
+// ^C reaches the command; `exec` replaces it with the launcher on fd 3.
+constexpr char kScriptCommand[] = "/bin/sh -i -c 'exec /proc/self/fd/3 --exec'";
+
+// The fixed part of the command's environment. kPath and kPathDirs are the
+// same list: the second is how --exec looks a bare command name up.
+constexpr char kPath[] = "PATH=/usr/local/bin:/usr/bin:/bin";
+constexpr const char* kPathDirs[] = {"/usr/local/bin", "/usr/bin", "/bin"};
+constexpr char kTerm[] = "TERM=xterm-256color";
+constexpr char kLang[] = "LANG=C.UTF-8";
+// script runs "$SHELL -c ..." (and /bin/sh when SHELL is unset), so the
+// user's login shell can never be in script's environment; the command gets
+// the shell that actually runs in the chain.
+constexpr char kShell[] = "SHELL=/bin/sh";
+
+// HOME is a path (PATH_MAX); USER/LOGNAME a login name (LOGIN_NAME_MAX).
+constexpr size_t kMaxHomeBytes = PATH_MAX - 1;
+constexpr size_t kMaxUserBytes = LOGIN_NAME_MAX - 1;
+
+// Decoded argv: bytes + NUL per element, and the pointer vector for execve.
+char arena[limits::kMaxArgvTotalBytes + limits::kMaxArgs];
+char* args[limits::kMaxArgs + 1];
+std::string_view tokens[limits::kMaxArgs];
+
+// "NAME=value" strings of the environment being built, and the vector.
+char env_argv[sizeof kArgvVar + 1 + limits::kMaxEncodedArgvBytes];
+char env_home[sizeof "HOME=" + kMaxHomeBytes];
+char env_user[sizeof "USER=" + kMaxUserBytes];
+char env_logname[sizeof "LOGNAME=" + kMaxUserBytes];
+char env_columns[sizeof "COLUMNS=" + 4];
+char env_lines[sizeof "LINES=" + 4];
+const char* envp[16];
+
+// One line on `fd`: "opencode-pty-launcher: <what>\n". Best effort; the exit
+// status is what the supervisor reports.
+int Report(int fd, int status, const char* what, std::string_view detail = {}) {
+  static const char kPrefix[] = "opencode-pty-launcher: ";
+  struct iovec iov[4] = {{const_cast<char*>(kPrefix), sizeof kPrefix - 1},
+                         {const_cast<char*>(detail.data()), detail.size()},
+                         {const_cast<char*>(what), strlen(what)},
+                         {const_cast<char*>("\n"), 1}};
+  (void)!writev(fd, iov, 4);
+  return status;
+}
+// After dup2(1, 2) (and always in --exec mode) stderr is the PTY side.
+int Fail(int status, const char* what) { return Report(STDERR_FILENO, status, what); }
+
+// ---- argument codec ----
+
+int ExitForCodec(ErrorCode e) {
+  switch (e) {
+    case ErrorCode::kBadPrefix: return Fail(kExitBadPrefix, "argument rejected: bad_prefix");
+    case ErrorCode::kBadAlphabet: return Fail(kExitBadAlphabet, "argument rejected: bad_alphabet");
+    case ErrorCode::kBadLength: return Fail(kExitBadLength, "argument rejected: bad_length");
+    default: return Fail(kExitNonCanonical, "argument rejected: non_canonical");
+  }
+}
+
+// Decodes tokens[0..n) into `args`, enforcing every argv bound of the start
+// frame again: what the supervisor put in ExecStart= is re-checked here.
+int DecodeAll(size_t n) {
+  if (n == 0 || n > limits::kMaxArgs) return Fail(kExitArgc, "argument count out of bounds");
+  size_t encoded = n - 1;  // the separators of the joined form
+  for (size_t i = 0; i < n; ++i) encoded += tokens[i].size();
+  if (encoded > limits::kMaxEncodedArgvBytes) return Fail(kExitEncodedTooLong, "encoded arguments too long");
+  std::string raw;
+  size_t used = 0;
+  for (size_t i = 0; i < n; ++i) {
+    // The decoded size follows from the encoded one: refuse before decoding.
+    if (tokens[i].size() > opencode::EncodedArgLength(limits::kMaxArgBytes))
+      return Fail(kExitArgTooLong, "argument too long");
+    if (ErrorCode e = opencode::DecodeArg(tokens[i], &raw); e != ErrorCode::kOk) return ExitForCodec(e);
+    if (raw.size() > limits::kMaxArgBytes) return Fail(kExitArgTooLong, "argument too long");
+    if (used + raw.size() - i > limits::kMaxArgvTotalBytes)  // `used` counts i NULs
+      return Fail(kExitArgvTooLong, "arguments too long in total");
+    if (i == 0 && raw.empty()) return Fail(kExitEmptyCommand, "empty command");
+    if (raw.find('\0') != std::string::npos) return Fail(kExitNulByte, "argument contains NUL");
+    args[i] = arena + used;
+    memcpy(arena + used, raw.data(), raw.size());
+    used += raw.size();
+    arena[used++] = '\0';
+  }
+  args[n] = nullptr;
+  return 0;
+}
+
+// ---- the environment systemd gave the unit ----
+
+// "1".."1000", decimal, no sign, no leading zero.
+bool ValidDimension(const char* s, unsigned max, uint16_t* out) {
+  if (s[0] < '1' || s[0] > '9') return false;
+  unsigned v = 0;
+  for (const char* p = s; *p != '\0'; ++p) {
+    if (*p < '0' || *p > '9' || p - s >= 4) return false;
+    v = v * 10 + unsigned(*p - '0');
+  }
+  if (v > max) return false;
+  *out = uint16_t(v);
+  return true;
+}
+
+// An absolute path of printable bytes (no control characters).
+bool ValidHome(const char* s) {
+  size_t n = strnlen(s, kMaxHomeBytes + 1);
+  if (n == 0 || n > kMaxHomeBytes || s[0] != '/') return false;
+  for (size_t i = 0; i < n; ++i)
+    if (uint8_t(s[i]) < 0x20 || s[i] == 0x7f) return false;
+  return true;
+}
+
+// A plain login name: [A-Za-z0-9_][A-Za-z0-9._@-]*, bounded.
+bool ValidUserName(const char* s) {
+  size_t n = strnlen(s, kMaxUserBytes + 1);
+  if (n == 0 || n > kMaxUserBytes) return false;
+  for (size_t i = 0; i < n; ++i) {
+    char c = s[i];
+    bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    if (!alnum && (i == 0 || (c != '.' && c != '@' && c != '-'))) return false;
+  }
+  return true;
+}
+
+void Set(char* buf, size_t cap, const char* name, const char* value) {
+  size_t n = strlen(name), v = strlen(value);
+  if (n + 1 + v + 1 > cap) abort();  // callers validated the bound; cannot happen
+  memcpy(buf, name, n);
+  buf[n] = '=';
+  memcpy(buf + n + 1, value, v + 1);
+}
+
+void SetNumber(char* buf, size_t cap, const char* name, uint16_t value) {
+  char digits[6];
+  size_t n = sizeof digits - 1;
+  digits[n] = '\0';
+  do {
+    digits[--n] = char('0' + value % 10);
+    value /= 10;
+  } while (value != 0);
+  Set(buf, cap, name, digits + n);
+}
+
+struct Carried {
+  uint16_t cols = limits::kDefaultCols;
+  uint16_t rows = limits::kDefaultRows;
+  bool home = false, user = false, logname = false;
+};
+
+// Validates and copies COLUMNS, LINES, HOME, USER and LOGNAME out of the
+// environment (before it is cleared). A malformed value is refused; an absent
+// identity value stays absent; an absent size is the default in outer mode and
+// an error in --exec mode (where the outer launcher always set it).
+int ReadCarried(bool require_size, Carried* c) {
+  const char* cols = getenv("COLUMNS");
+  const char* rows = getenv("LINES");
+  if (require_size && (cols == nullptr || rows == nullptr))
+    return Fail(kExitWindowSize, "COLUMNS/LINES missing");
+  if ((cols != nullptr && !ValidDimension(cols, limits::kMaxCols, &c->cols)) ||
+      (rows != nullptr && !ValidDimension(rows, limits::kMaxRows, &c->rows)))
+    return Fail(kExitWindowSize, "COLUMNS/LINES must be decimal 1..1000");
+  // Re-spelled from the parsed numbers: canonical either way.
+  SetNumber(env_columns, sizeof env_columns, "COLUMNS", c->cols);
+  SetNumber(env_lines, sizeof env_lines, "LINES", c->rows);
+  if (const char* home = getenv("HOME"); home != nullptr) {
+    if (!ValidHome(home)) return Fail(kExitHome, "HOME is not a valid absolute path");
+    Set(env_home, sizeof env_home, "HOME", home);
+    c->home = true;
+  }
+  if (const char* user = getenv("USER"); user != nullptr) {
+    if (!ValidUserName(user)) return Fail(kExitUserName, "USER is not a valid user name");
+    Set(env_user, sizeof env_user, "USER", user);
+    c->user = true;
+  }
+  if (const char* logname = getenv("LOGNAME"); logname != nullptr) {
+    if (!ValidUserName(logname)) return Fail(kExitUserName, "LOGNAME is not a valid user name");
+    Set(env_logname, sizeof env_logname, "LOGNAME", logname);
+    c->logname = true;
+  }
+  return 0;
+}
+
+// The fixed environment (docs/SECURITY.md lists each value and its source),
+// plus `extra` (the temporary argv value, outer mode only) and SHELL (inner
+// mode only: script must not see it).
+void BuildEnv(const Carried& c, const char* extra, bool with_shell) {
+  size_t n = 0;
+  envp[n++] = kPath;
+  envp[n++] = kTerm;
+  envp[n++] = kLang;
+  if (c.home) envp[n++] = env_home;
+  if (c.user) envp[n++] = env_user;
+  if (c.logname) envp[n++] = env_logname;
+  if (with_shell) envp[n++] = kShell;
+  envp[n++] = env_columns;
+  envp[n++] = env_lines;
+  if (extra != nullptr) envp[n++] = extra;
+  envp[n] = nullptr;
+}
+
+// ---- outer mode: systemd -> launcher -> script ----
+
+int RunOuter(int argc, char** argv) {
+  // fd 2 is the approved directory: it becomes the working directory and then
+  // stops being a descriptor of ours. Until dup2 succeeds, report on fd 1.
+  struct stat st;
+  if (fstat(STDERR_FILENO, &st) < 0 || !S_ISDIR(st.st_mode))
+    return Report(STDOUT_FILENO, kExitNotDirectory, "fd 2 is not a directory");
+  if (fchdir(STDERR_FILENO) < 0) return Report(STDOUT_FILENO, kExitChdir, "cannot enter the directory on fd 2");
+  if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0) return Report(STDOUT_FILENO, kExitDupStderr, "dup2(1, 2) failed");
+
+  if (argc < 1) return Fail(kExitArgc, "argument count out of bounds");
+  size_t n = size_t(argc - 1);
+  if (n > limits::kMaxArgs) return Fail(kExitArgc, "argument count out of bounds");
+  for (size_t i = 0; i < n; ++i) tokens[i] = argv[i + 1];
+  if (int r = DecodeAll(n); r != 0) return r;
+  Carried carried;
+  if (int r = ReadCarried(/*require_size=*/false, &carried); r != 0) return r;
+
+  // The canonical encoded argv, joined by single spaces, is the one value
+  // that crosses script and sh (bounded by kMaxEncodedArgvBytes above).
+  size_t len = strlen(kArgvVar);
+  memcpy(env_argv, kArgvVar, len);
+  env_argv[len++] = '=';
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0) env_argv[len++] = ' ';
+    memcpy(env_argv + len, tokens[i].data(), tokens[i].size());
+    len += tokens[i].size();
+  }
+  env_argv[len] = '\0';
+
+  // Nothing systemd (or anyone before it) left open goes further.
+  if (close_range(kSelfFd, ~0U, 0) < 0) return Fail(kExitCloseFds, "close_range failed");
+  clearenv();
+
+  // fd 3 = this reviewed executable, so that the inner step runs it from the
+  // descriptor (no path lookup). dup2 clears FD_CLOEXEC on fd 3: the one
+  // descriptor inherited on purpose; if open() already returned 3 (0..2 are
+  // open, everything else was just closed) the flag is cleared explicitly.
+  UniqueFd self(open("/proc/self/exe", O_PATH | O_CLOEXEC));
+  if (!self) return Fail(kExitSelf, "cannot open /proc/self/exe");
+  if (self.get() == kSelfFd) {
+    if (fcntl(kSelfFd, F_SETFD, 0) < 0) return Fail(kExitSelf, "cannot bind fd 3");
+    (void)self.release();  // fd 3 now belongs to the exec'd chain
+  } else if (dup2(self.get(), kSelfFd) < 0) {
+    return Fail(kExitSelf, "cannot bind fd 3");
+  }
+
+  BuildEnv(carried, env_argv, /*with_shell=*/false);
+  static const char* const script_argv[] = {"script", "-q", "-e", "-f", "-c", kScriptCommand, "/dev/null", nullptr};
+  execve(kScript, const_cast<char* const*>(script_argv), const_cast<char* const*>(envp));
+  return Fail(kExitExecScript, "cannot execute /usr/bin/script");
+}
+
+// ---- inner mode: script -> sh -> launcher --exec -> command ----
+
+// Writes "<name>: <reason>" (err 0: "command not found") with the name's non-printable bytes escaped and
+// cut, so a hostile argv[0] cannot drive the terminal through the message.
+int ExecFailed(int status, const char* name, int err) {
+  static char shown[256];
+  size_t n = 0;
+  for (const uint8_t* p = reinterpret_cast<const uint8_t*>(name); *p != 0 && n + 5 < sizeof shown; ++p) {
+    if (*p >= 0x20 && *p < 0x7f) {
+      shown[n++] = char(*p);
+    } else {
+      static const char kHex[] = "0123456789abcdef";
+      shown[n++] = '\\';
+      shown[n++] = 'x';
+      shown[n++] = kHex[*p >> 4];
+      shown[n++] = kHex[*p & 15];
+    }
+  }
+  shown[n++] = ':';
+  shown[n++] = ' ';
+  const char* reason = err == 0 ? "command not found" : strerrordesc_np(err);
+  return Report(STDERR_FILENO, status, reason != nullptr ? reason : "cannot execute",
+                std::string_view(shown, n));
+}
+
+// execve(argv) exactly; a name without '/' is tried in each fixed PATH
+// directory like execvp (but never handed to a shell on ENOEXEC).
+int ExecCommand() {
+  const char* file = args[0];
+  char* const* av = args;
+  char* const* ev = const_cast<char* const*>(envp);
+  if (strchr(file, '/') != nullptr) {
+    execve(file, av, ev);
+    int err = errno;
+    return ExecFailed(err == ENOENT || err == ENOTDIR ? kExitNotFound : kExitCannotExecute, file, err);
+  }
+  size_t flen = strlen(file);
+  if (flen > NAME_MAX) return ExecFailed(kExitNotFound, file, 0);
+  static char path[PATH_MAX];
+  bool denied = false;
+  for (const char* dir : kPathDirs) {
+    size_t dlen = strlen(dir);
+    memcpy(path, dir, dlen);
+    path[dlen] = '/';
+    memcpy(path + dlen + 1, file, flen + 1);
+    execve(path, av, ev);
+    int err = errno;
+    if (err == EACCES) { denied = true; continue; }
+    if (err == ENOENT || err == ENOTDIR) continue;
+    return ExecFailed(kExitCannotExecute, file, err);  // found, but it does not run
+  }
+  return denied ? ExecFailed(kExitCannotExecute, file, EACCES) : ExecFailed(kExitNotFound, file, 0);
+}
+
+int RunExec() {
+  const char* joined = getenv(kArgvVar);
+  if (joined == nullptr) return Fail(kExitNoArgv, "OPENCODE_PTY_ARGV is missing");
+  size_t total = strnlen(joined, limits::kMaxEncodedArgvBytes + 1);
+  if (total > limits::kMaxEncodedArgvBytes) return Fail(kExitEncodedTooLong, "encoded arguments too long");
+  // Split on single spaces; an empty token (two spaces, a leading or trailing
+  // space) fails decoding as bad_prefix, exactly like an empty argument would.
+  size_t n = 0;
+  for (const char* p = joined;; ++n) {
+    if (n == limits::kMaxArgs) return Fail(kExitArgc, "argument count out of bounds");
+    const char* space = strchr(p, ' ');
+    size_t len = space != nullptr ? size_t(space - p) : strlen(p);
+    tokens[n] = std::string_view(p, len);
+    if (space == nullptr) { ++n; break; }
+    p = space + 1;
+  }
+  if (int r = DecodeAll(n); r != 0) return r;
+  Carried carried;
+  if (int r = ReadCarried(/*require_size=*/true, &carried); r != 0) return r;
+  clearenv();  // the temporary value and whatever script and sh added
+
+  for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; ++fd)
+    if (!isatty(fd)) return Fail(kExitNotTty, "fd 0, 1 or 2 is not a terminal");
+  // script starts the PTY at 0x0 (its stdin is a socket): set the size the
+  // start frame asked for on the terminal itself.
+  struct winsize ws = {carried.rows, carried.cols, 0, 0};
+  if (ioctl(STDIN_FILENO, TIOCSWINSZ, &ws) < 0) return Fail(kExitWinsize, "TIOCSWINSZ failed");
+
+  // The command starts like a fresh login: no blocked and no ignored signal
+  // (ignored dispositions survive execve; the shells before us set some).
+  sigset_t none;
+  sigemptyset(&none);
+  if (sigprocmask(SIG_SETMASK, &none, nullptr) < 0) return Fail(kExitSignals, "sigprocmask failed");
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction sa;
+    if (sigaction(sig, nullptr, &sa) < 0 || sa.sa_handler != SIG_IGN) continue;
+    sa.sa_handler = SIG_DFL;
+    if (sigaction(sig, &sa, nullptr) < 0) return Fail(kExitSignals, "cannot reset a signal");
+  }
+
+  // fd 3 (this executable) and anything script or sh left open stay behind.
+  if (close_range(kSelfFd, ~0U, 0) < 0) return Fail(kExitCloseFds, "close_range failed");
+  BuildEnv(carried, nullptr, /*with_shell=*/true);
+  return ExecCommand();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // "--exec" can never be an outer argument: every outer argument starts with 'a'.
+  if (argc == 2 && strcmp(argv[1], "--exec") == 0) return RunExec();
+  return RunOuter(argc, argv);
+}

@@ -1,0 +1,632 @@
+// Tests of opencode-pty-launcher, run the way systemd runs it in a PTY unit:
+// fd 0 = fd 1 = one end of a real AF_UNIX stream socketpair, fd 2 = an opened
+// directory, COLUMNS/LINES/HOME/USER/LOGNAME/SHELL in the environment (plus
+// hostile extras), and -- when the tests run as root -- as uid/gid 65534. The
+// "command" is either a real program (touch, sh, stty) or tests/probe, which
+// reports what it received. Nothing is mocked: the real /usr/bin/script and
+// /bin/sh run in between.
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/base64url.h"
+#include "common/limits.h"
+#include "common/unique_fd.h"
+
+namespace {
+
+using opencode::UniqueFd;
+namespace limits = opencode::limits;
+namespace fs = std::filesystem;
+
+// Exit statuses of the launcher (launcher/main.cc, docs/SECURITY.md).
+constexpr int kNotDirectory = 100, kArgc = 103, kEncodedTooLong = 104, kBadPrefix = 105,
+              kBadAlphabet = 106, kBadLength = 107, kNonCanonical = 108, kArgTooLong = 109,
+              kArgvTooLong = 110, kEmptyCommand = 111, kNulByte = 112, kWindowSize = 113,
+              kHome = 114, kUserName = 115, kNoArgv = 119, kNotTty = 120,
+              kCannotExecute = 126, kNotFound = 127;
+constexpr uid_t kNobody = 65534;
+
+std::string Enc(std::string_view raw) {
+  std::string s;
+  opencode::EncodeArg(raw, &s);
+  return s;
+}
+
+std::string Unhex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(char(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+struct Outcome {
+  int status = -1;      // raw wait status
+  std::string output;   // everything that came out of the PTY stream
+  bool timed_out = false;
+  int code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+};
+
+// The probe's report, parsed.
+struct Report {
+  bool present = false;
+  std::vector<std::string> args, env;
+  std::string cwd, winsize, sigblk, sigign, uid, foreground;
+  std::map<int, std::string> fds;    // fd -> readlink target
+  std::map<int, std::string> ttys;   // fd -> ttyname or "-"
+};
+
+class LauncherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/opencode-launcher-test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    if (geteuid() == 0) {
+      ASSERT_EQ(chown(dir_.c_str(), kNobody, kNobody), 0);
+    }
+    ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
+    dir_fd_ = UniqueFd(open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(dir_fd_.valid());
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // The environment systemd gives a User=nobody unit, plus values a hostile or
+  // careless caller could have left: none of them may reach script or the command.
+  std::vector<std::string> SystemdEnv() const {
+    return {"COLUMNS=120", "LINES=40", "HOME=/nonexistent", "USER=nobody", "LOGNAME=nobody",
+            "SHELL=/usr/sbin/nologin", "PATH=" + dir_ + ":/usr/bin", "LD_PRELOAD=/nonexistent/x.so",
+            "TERM=dumb", "LANG=de_DE.UTF-8", "INVOCATION_ID=0123456789abcdef0123456789abcdef",
+            "OPENCODE_PTY_ARGV=" + Enc("/usr/bin/touch") + " " + Enc(dir_ + "/caller-argv"),
+            "ENV=" + dir_ + "/evil-env", "BASH_ENV=" + dir_ + "/evil-env"};
+  }
+
+  // Runs the launcher like systemd: fd 0 = fd 1 = the stream, fd 2 = the
+  // directory (or `fd2` if given, -2 = closed), `strays` = extra descriptors
+  // the launcher must not pass on.
+  Outcome Run(const std::vector<std::string>& args, std::vector<std::string> env = {},
+              int fd2 = -1, std::vector<int> strays = {}, bool all_stdio_socket = false,
+              bool careless_signals = false) {
+    if (env.empty()) env = SystemdEnv();
+    std::vector<std::string> argv_s = {LAUNCHER_PATH};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv, envp;
+    for (auto& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    for (auto& s : env) envp.push_back(s.data());
+    envp.push_back(nullptr);
+
+    int sv[2];
+    Outcome out;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      ADD_FAILURE() << "socketpair: " << strerror(errno);
+      return out;
+    }
+    UniqueFd mine(sv[0]), theirs(sv[1]);
+    int dir = fd2 == -1 ? dir_fd_.get() : fd2;
+    bool drop = geteuid() == 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+      // Child: only async-signal-safe calls from here to execve.
+      if (dup2(theirs.get(), 0) < 0 || dup2(theirs.get(), 1) < 0) _exit(250);
+      if (all_stdio_socket) {
+        if (dup2(theirs.get(), 2) < 0) _exit(250);
+      } else if (dir == -2) {
+        close(2);
+      } else if (dup2(dir, 2) < 0) {
+        _exit(250);
+      }
+      for (size_t i = 0; i < strays.size(); ++i)  // alternate stream and directory duplicates
+        if (dup2(i % 2 == 0 || dir == -2 ? 0 : 2, strays[i]) < 0) _exit(251);
+      if (careless_signals) {  // a parent that blocked and ignored signals
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGUSR1);
+        if (sigprocmask(SIG_BLOCK, &set, nullptr) != 0) _exit(254);
+        if (signal(SIGINT, SIG_IGN) == SIG_ERR || signal(SIGQUIT, SIG_IGN) == SIG_ERR ||
+            signal(SIGHUP, SIG_IGN) == SIG_ERR || signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+          _exit(254);
+      }
+      if (drop && (setgroups(0, nullptr) != 0 || setresgid(kNobody, kNobody, kNobody) != 0 ||
+                   setresuid(kNobody, kNobody, kNobody) != 0))
+        _exit(252);
+      execve(LAUNCHER_PATH, argv.data(), envp.data());
+      _exit(253);
+    }
+    theirs.reset();
+    if (pid < 0) {
+      ADD_FAILURE() << "fork: " << strerror(errno);
+      return out;
+    }
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    char buf[65536];
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+      if (left <= 0) { out.timed_out = true; break; }
+      struct pollfd p = {mine.get(), POLLIN, 0};
+      if (poll(&p, 1, int(left)) <= 0) continue;
+      ssize_t n = read(mine.get(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      out.output.append(buf, size_t(n));
+    }
+    if (out.timed_out) kill(pid, SIGKILL);
+    while (waitpid(pid, &out.status, 0) < 0 && errno == EINTR) {}
+    EXPECT_FALSE(out.timed_out) << "launcher did not finish; output so far: " << out.output;
+    return out;
+  }
+
+  // Encoded argv for `raw`, ready for Run().
+  static std::vector<std::string> Encode(const std::vector<std::string>& raw) {
+    std::vector<std::string> out;
+    for (auto& r : raw) out.push_back(Enc(r));
+    return out;
+  }
+
+  std::vector<std::string> TouchMarker() const { return Encode({"/usr/bin/touch", dir_ + "/marker"}); }
+  bool Exists(const std::string& name) const { return fs::exists(dir_ + "/" + name); }
+
+  Report ReadReport() const {
+    Report r;
+    std::ifstream in(dir_ + "/probe-report");
+    if (!in) return r;
+    std::string line;
+    bool ended = false;
+    while (std::getline(in, line)) {
+      std::istringstream ls(line);
+      std::string key;
+      ls >> key;
+      std::string rest;
+      std::getline(ls, rest);
+      if (!rest.empty() && rest[0] == ' ') rest.erase(0, 1);
+      if (key == "arg") r.args.push_back(Unhex(rest));
+      else if (key == "env") r.env.push_back(Unhex(rest));
+      else if (key == "cwd") r.cwd = Unhex(rest);
+      else if (key == "fd") {
+        std::istringstream fs(rest);
+        int fd;
+        std::string target;
+        fs >> fd >> target;
+        r.fds[fd] = Unhex(target);
+      } else if (key == "tty") {
+        std::istringstream ts(rest);
+        int fd;
+        std::string name;
+        ts >> fd >> name;
+        r.ttys[fd] = name;
+      } else if (key == "winsize") r.winsize = rest;
+      else if (key == "sigblk") r.sigblk = rest;
+      else if (key == "sigign") r.sigign = rest;
+      else if (key == "uid") r.uid = rest;
+      else if (key == "pgrp-is-foreground") r.foreground = rest;
+      else if (key == "end") ended = true;
+    }
+    r.present = ended;
+    return r;
+  }
+
+  std::string dir_;
+  UniqueFd dir_fd_;
+};
+
+// ---------------------------------------------------------------------------
+// Positive control: the same harness runs a command, so "nothing ran" below
+// is a real observation and not an artefact of the harness.
+
+TEST_F(LauncherTest, ValidArgumentsRunTheCommand) {
+  Outcome o = Run(TouchMarker());
+  EXPECT_EQ(o.code(), 0) << o.output;
+  EXPECT_TRUE(Exists("marker"));
+}
+
+// ---------------------------------------------------------------------------
+// Non-canonical and hostile arguments: rejected before anything runs.
+
+struct Hostile {
+  const char* name;
+  std::string token;
+  int status;
+  const char* reason;
+};
+
+std::vector<Hostile> HostileTokens() {
+  return {
+      {"Empty", "", kBadPrefix, "bad_prefix"},
+      {"OtherPrefix", "bZm9v", kBadPrefix, "bad_prefix"},
+      {"UpperPrefix", "AZm9v", kBadPrefix, "bad_prefix"},
+      {"ExecFlag", "--exec", kBadPrefix, "bad_prefix"},
+      {"LeadingDash", "-aZm9v", kBadPrefix, "bad_prefix"},
+      {"LeadingSpace", " aZm9v", kBadPrefix, "bad_prefix"},
+      {"RawPath", "/usr/bin/touch", kBadPrefix, "bad_prefix"},
+      {"PaddingAfterQuad", "aZm9v=", kBadAlphabet, "bad_alphabet"},
+      {"PaddingOne", "aZm8=", kBadAlphabet, "bad_alphabet"},
+      {"PaddingTwo", "aZg==", kBadAlphabet, "bad_alphabet"},
+      {"StandardPlus", "aZm9v+", kBadAlphabet, "bad_alphabet"},
+      {"StandardSlash", "aZm9v/", kBadAlphabet, "bad_alphabet"},
+      {"InnerSpace", "aZm 9v", kBadAlphabet, "bad_alphabet"},
+      {"Newline", "aZm9v\n", kBadAlphabet, "bad_alphabet"},
+      {"Tab", "aZm9v\t", kBadAlphabet, "bad_alphabet"},
+      {"CommandSubstitution", "a$(touch pwned)", kBadAlphabet, "bad_alphabet"},
+      {"Backticks", "a`touch pwned`", kBadAlphabet, "bad_alphabet"},
+      {"Semicolon", "a;touch pwned", kBadAlphabet, "bad_alphabet"},
+      {"Glob", "a*", kBadAlphabet, "bad_alphabet"},
+      {"NonUtf8", "a\xff\xfe", kBadAlphabet, "bad_alphabet"},
+      {"Utf8", "aZm9v\xc3\xa9", kBadAlphabet, "bad_alphabet"},
+      {"Dot", "aZm9v.", kBadAlphabet, "bad_alphabet"},
+      {"Tilde", "a~", kBadAlphabet, "bad_alphabet"},
+      {"LengthOneMod4", "aZ", kBadLength, "bad_length"},
+      {"LengthFive", "aZm9vY", kBadLength, "bad_length"},
+      {"LengthNine", "aZm9vYmFyZ", kBadLength, "bad_length"},
+      {"TrailingBitsOneByte", "aZh", kNonCanonical, "non_canonical"},
+      {"TrailingBitsAfterQuad", "aZm9vYh", kNonCanonical, "non_canonical"},
+      {"TrailingBitsTwoBytes", "aZm9vYmG", kNonCanonical, "non_canonical"},
+      {"TrailingBitsZeroBytes", "aAB", kNonCanonical, "non_canonical"},
+      {"TrailingBitsAAB", "aAAB", kNonCanonical, "non_canonical"},
+      {"EncodedNul", "aAA", kNulByte, "NUL"},
+      {"EncodedInnerNul", "aAGI", kNulByte, "NUL"},
+  };
+}
+
+class LauncherRejects : public LauncherTest, public ::testing::WithParamInterface<Hostile> {};
+
+TEST_P(LauncherRejects, BeforeAnythingRuns) {
+  const Hostile& h = GetParam();
+  // The hostile token comes last: a launcher that ran anything before decoding
+  // every argument would have created the marker (and the injected commands).
+  std::vector<std::string> args = TouchMarker();
+  args.push_back(h.token);
+  Outcome o = Run(args);
+  EXPECT_EQ(o.code(), h.status) << o.output;
+  EXPECT_NE(o.output.find(h.reason), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("opencode-pty-launcher: "), std::string::npos);
+  EXPECT_EQ(std::count(o.output.begin(), o.output.end(), '\n'), 1) << "one line: " << o.output;
+  EXPECT_FALSE(Exists("marker"));
+  EXPECT_FALSE(Exists("pwned"));
+  // And first: the same token as argv[0] is refused the same way.
+  Outcome first = Run({h.token, Enc(dir_ + "/marker")});
+  EXPECT_EQ(first.code(), h.status) << first.output;
+  EXPECT_FALSE(Exists("marker"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Tokens, LauncherRejects, ::testing::ValuesIn(HostileTokens()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST_F(LauncherTest, RejectsEmptyCommand) {
+  Outcome o = Run({Enc(""), Enc(dir_ + "/marker")});
+  EXPECT_EQ(o.code(), kEmptyCommand) << o.output;
+  EXPECT_NE(o.output.find("empty command"), std::string::npos);
+  EXPECT_FALSE(Exists("marker"));
+}
+
+TEST_F(LauncherTest, RejectsNoArguments) {
+  Outcome o = Run({});
+  EXPECT_EQ(o.code(), kArgc) << o.output;
+}
+
+TEST_F(LauncherTest, RejectsMoreThanMaxArgs) {
+  std::vector<std::string> args = TouchMarker();
+  while (args.size() < limits::kMaxArgs + 1) args.push_back(Enc("x"));
+  Outcome o = Run(args);
+  EXPECT_EQ(o.code(), kArgc) << o.output;
+  EXPECT_FALSE(Exists("marker"));
+}
+
+TEST_F(LauncherTest, RejectsArgumentAboveMaxArgBytes) {
+  std::vector<std::string> args = TouchMarker();
+  args.push_back(Enc(std::string(limits::kMaxArgBytes + 1, 'x')));
+  Outcome o = Run(args);
+  EXPECT_EQ(o.code(), kArgTooLong) << o.output;
+  EXPECT_FALSE(Exists("marker"));
+}
+
+TEST_F(LauncherTest, RejectsArgvAboveMaxTotalBytes) {
+  std::vector<std::string> args = TouchMarker();
+  size_t used = std::string("/usr/bin/touch").size() + (dir_ + "/marker").size();
+  size_t left = limits::kMaxArgvTotalBytes - used;
+  while (left >= limits::kMaxArgBytes) {
+    args.push_back(Enc(std::string(limits::kMaxArgBytes, 'y')));
+    left -= limits::kMaxArgBytes;
+  }
+  args.push_back(Enc(std::string(left + 1, 'z')));  // one byte over
+  Outcome o = Run(args);
+  EXPECT_EQ(o.code(), kArgvTooLong) << o.output;
+  EXPECT_FALSE(Exists("marker"));
+}
+
+TEST_F(LauncherTest, RejectsEncodedArgvAboveBound) {
+  // Long garbage is refused by its length before any decoding.
+  std::vector<std::string> args = TouchMarker();
+  for (int i = 0; i < 3; ++i) args.push_back("a" + std::string(40000, 'A'));
+  Outcome o = Run(args);
+  EXPECT_EQ(o.code(), kEncodedTooLong) << o.output;
+  EXPECT_FALSE(Exists("marker"));
+}
+
+TEST_F(LauncherTest, RejectsStderrThatIsNotADirectory) {
+  UniqueFd file(open((dir_ + "/plain").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  ASSERT_TRUE(file.valid());
+  Outcome o = Run(TouchMarker(), {}, file.get());
+  EXPECT_EQ(o.code(), kNotDirectory) << o.output;
+  EXPECT_NE(o.output.find("fd 2 is not a directory"), std::string::npos) << o.output;
+  EXPECT_FALSE(Exists("marker"));
+  Outcome closed = Run(TouchMarker(), {}, -2);
+  EXPECT_EQ(closed.code(), kNotDirectory) << closed.output;
+  EXPECT_FALSE(Exists("marker"));
+}
+
+// Malformed values from the unit's environment are refused, not repaired.
+TEST_F(LauncherTest, RejectsMalformedEnvironment) {
+  struct Case { std::string var, value; int status; };
+  std::vector<Case> cases = {
+      {"COLUMNS", "0", kWindowSize},     {"COLUMNS", "1001", kWindowSize},
+      {"COLUMNS", "080", kWindowSize},   {"COLUMNS", "+80", kWindowSize},
+      {"COLUMNS", "", kWindowSize},      {"COLUMNS", "80x", kWindowSize},
+      {"COLUMNS", "99999", kWindowSize}, {"LINES", "0", kWindowSize},
+      {"LINES", "-1", kWindowSize},      {"LINES", "1001", kWindowSize},
+      {"HOME", "relative/home", kHome},  {"HOME", "", kHome},
+      {"HOME", "/home/x\ny", kHome},     {"HOME", "/" + std::string(5000, 'h'), kHome},
+      {"USER", "a/b", kUserName},        {"USER", "", kUserName},
+      {"USER", "-rf", kUserName},        {"USER", "name with space", kUserName},
+      {"LOGNAME", "x;y", kUserName},     {"LOGNAME", std::string(300, 'n'), kUserName},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> env = SystemdEnv();
+    for (auto& e : env)
+      if (e.rfind(c.var + "=", 0) == 0) e = c.var + "=" + c.value;
+    Outcome o = Run(TouchMarker(), env);
+    EXPECT_EQ(o.code(), c.status) << c.var << "=" << c.value << ": " << o.output;
+    EXPECT_FALSE(Exists("marker")) << c.var << "=" << c.value;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// --exec mode refuses the same way (it is reachable by the session's user).
+
+TEST_F(LauncherTest, ExecModeRejectsBeforeRunning) {
+  std::string marker = dir_ + "/marker";
+  std::string good = Enc("/usr/bin/touch") + " " + Enc(marker);
+  struct Case { std::vector<std::string> env; int status; };
+  std::vector<Case> cases = {
+      {{"COLUMNS=80", "LINES=24"}, kNoArgv},
+      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV=" + Enc("/usr/bin/touch") + "  " + Enc(marker)}, kBadPrefix},
+      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV= " + good}, kBadPrefix},
+      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV=" + good + " "}, kBadPrefix},
+      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV=" + good + " aZm9v="}, kBadAlphabet},
+      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV=" + good + " aZh"}, kNonCanonical},
+      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV="}, kBadPrefix},
+      {{"LINES=24", "OPENCODE_PTY_ARGV=" + good}, kWindowSize},   // required in --exec mode
+      {{"COLUMNS=80", "OPENCODE_PTY_ARGV=" + good}, kWindowSize},
+      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV=" + good}, kNotTty},  // stdio is a socket here
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> env = c.env;
+    Outcome o = Run({"--exec"}, env, -1, {}, /*all_stdio_socket=*/true);
+    EXPECT_EQ(o.code(), c.status) << (env.empty() ? "" : env.back()) << ": " << o.output;
+    EXPECT_FALSE(Exists("marker"));
+  }
+  // "--exec" with anything after it is outer mode, where it is not canonical.
+  Outcome o = Run({"--exec", Enc("/usr/bin/touch")});
+  EXPECT_EQ(o.code(), kBadPrefix) << o.output;
+}
+
+// ---------------------------------------------------------------------------
+// What the command receives.
+
+TEST_F(LauncherTest, ArgvRoundTripsByteExactForHostileVectors) {
+  std::string big(4096, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char(1 + i % 255);  // every byte but NUL
+  std::vector<std::string> argv = {
+      PROBE_PATH, "with space", "  leading and trailing  ", "'single'", "\"double\"",
+      "$(touch pwned)", "`touch pwned`", "; touch pwned", "&& touch pwned", "| cat", "> out",
+      "*", "?", "[a-z]", "~", "line1\nline2", "", "", "-", "--", "-rf", "--exec", "\\",
+      "$HOME", "${IFS}", "%s%n", "\xff\xfe\x80", "\xc3\x28", "\xc3\xa9", "\x1b[31m", "\t", "\r\n",
+      "a", "aZm9v", big, ""};
+  Outcome o = Run(Encode(argv));
+  EXPECT_EQ(o.code(), 0) << o.output;
+  Report r = ReadReport();
+  ASSERT_TRUE(r.present) << o.output;
+  EXPECT_EQ(r.args, argv);
+  EXPECT_FALSE(Exists("pwned"));
+  EXPECT_FALSE(Exists("out"));
+}
+
+TEST_F(LauncherTest, ArgvRoundTripsOneThousandArguments) {
+  std::vector<std::string> argv = {PROBE_PATH};
+  for (int i = 0; i < 1000; ++i) argv.push_back(i % 7 == 0 ? std::string() : "arg " + std::to_string(i));
+  Outcome o = Run(Encode(argv));
+  EXPECT_EQ(o.code(), 0) << o.output;
+  Report r = ReadReport();
+  ASSERT_TRUE(r.present) << o.output;
+  EXPECT_EQ(r.args, argv);
+}
+
+TEST_F(LauncherTest, ArgvAtEveryBoundIsAccepted) {
+  // kMaxArgs elements.
+  std::vector<std::string> argv = {PROBE_PATH};
+  while (argv.size() < limits::kMaxArgs) argv.push_back("x");
+  Outcome o = Run(Encode(argv));
+  EXPECT_EQ(o.code(), 0) << o.output;
+  EXPECT_EQ(ReadReport().args, argv);
+  fs::remove(dir_ + "/probe-report");
+  // One element of kMaxArgBytes, and kMaxArgvTotalBytes in total.
+  argv = {PROBE_PATH, std::string(limits::kMaxArgBytes, 'm')};
+  size_t used = argv[0].size() + argv[1].size();
+  argv.push_back(std::string(limits::kMaxArgvTotalBytes - used, 'n'));
+  o = Run(Encode(argv));
+  EXPECT_EQ(o.code(), 0) << o.output;
+  EXPECT_EQ(ReadReport().args, argv);
+}
+
+TEST_F(LauncherTest, CommandRunsOnATerminalInTheDirectoryWithTheFixedEnvironment) {
+  std::ofstream(dir_ + "/evil-env") << "touch " << dir_ << "/env-ran\n";
+  // Leaked duplicates of the stream and the directory must not reach the command.
+  Outcome o = Run(Encode({PROBE_PATH}), {}, -1, {3, 4, 9, 42});
+  EXPECT_EQ(o.code(), 0) << o.output;
+  EXPECT_NE(o.output.find("probe-done"), std::string::npos) << o.output;
+  Report r = ReadReport();
+  ASSERT_TRUE(r.present) << o.output;
+
+  // cwd is the passed directory (and the relative report landed there).
+  EXPECT_EQ(fs::canonical(r.cwd), fs::canonical(dir_));
+
+  // A terminal on 0, 1 and 2: the same /dev/pts/N.
+  ASSERT_EQ(r.ttys.size(), 3u);
+  EXPECT_EQ(r.ttys[0].rfind("/dev/pts/", 0), 0u) << r.ttys[0];
+  EXPECT_EQ(r.ttys[1], r.ttys[0]);
+  EXPECT_EQ(r.ttys[2], r.ttys[0]);
+
+  // Exactly fds 0, 1, 2, all the terminal: neither fd 3 (the launcher) nor the
+  // strays nor anything script or sh opened.
+  std::set<int> fds;
+  for (auto& [fd, target] : r.fds) {
+    fds.insert(fd);
+    EXPECT_EQ(target, r.ttys[0]) << "fd " << fd;
+  }
+  EXPECT_EQ(fds, (std::set<int>{0, 1, 2}));
+
+  // The environment is exactly the allowlist: the temporary argv value, the
+  // caller's PATH/LD_PRELOAD/ENV/TERM/LANG and systemd's extras are gone.
+  std::vector<std::string> env = r.env;
+  std::sort(env.begin(), env.end());
+  std::vector<std::string> expected = {"COLUMNS=120", "HOME=/nonexistent", "LANG=C.UTF-8",
+                                       "LINES=40", "LOGNAME=nobody", "PATH=/usr/local/bin:/usr/bin:/bin",
+                                       "SHELL=/bin/sh", "TERM=xterm-256color", "USER=nobody"};
+  EXPECT_EQ(env, expected);
+  EXPECT_FALSE(Exists("env-ran"));       // ENV/BASH_ENV never reached a shell
+  EXPECT_FALSE(Exists("caller-argv"));   // the caller's OPENCODE_PTY_ARGV was not used
+
+  // Window size set on the terminal itself; default signal state; foreground.
+  EXPECT_EQ(r.winsize, "40 120");
+  EXPECT_EQ(r.sigblk, "0000000000000000");
+  EXPECT_EQ(r.sigign, "0000000000000000");
+  EXPECT_EQ(r.foreground, "1");
+  if (geteuid() == 0) {
+    EXPECT_EQ(r.uid, std::to_string(kNobody));
+  }
+}
+
+// Ignored dispositions and the blocked mask survive execve (and script passes
+// its own start-up mask to its child): the command must still start clean.
+TEST_F(LauncherTest, CommandStartsWithDefaultSignalState) {
+  Outcome o = Run(Encode({PROBE_PATH}), {}, -1, {}, false, /*careless_signals=*/true);
+  EXPECT_EQ(o.code(), 0) << o.output;
+  Report r = ReadReport();
+  ASSERT_TRUE(r.present) << o.output;
+  EXPECT_EQ(r.sigblk, "0000000000000000");
+  EXPECT_EQ(r.sigign, "0000000000000000");
+  Outcome t = Run(Encode({"/bin/sh", "-c", "kill -TERM $$; sleep 5"}), {}, -1, {}, false, true);
+  EXPECT_EQ(t.code(), 128 + SIGTERM) << t.output;
+}
+
+TEST_F(LauncherTest, AbsentIdentityStaysAbsentAndSizeDefaults) {
+  Outcome o = Run(Encode({PROBE_PATH}), {"PATH=/bin"});
+  EXPECT_EQ(o.code(), 0) << o.output;
+  Report r = ReadReport();
+  ASSERT_TRUE(r.present) << o.output;
+  std::vector<std::string> env = r.env;
+  std::sort(env.begin(), env.end());
+  EXPECT_EQ(env, (std::vector<std::string>{"COLUMNS=80", "LANG=C.UTF-8", "LINES=24",
+                                           "PATH=/usr/local/bin:/usr/bin:/bin", "SHELL=/bin/sh",
+                                           "TERM=xterm-256color"}));
+  EXPECT_EQ(r.winsize, "24 80");
+}
+
+TEST_F(LauncherTest, SttySizeShowsTheRequestedSize) {
+  std::vector<std::string> env = SystemdEnv();
+  for (auto& e : env) {
+    if (e.rfind("COLUMNS=", 0) == 0) e = "COLUMNS=132";
+    if (e.rfind("LINES=", 0) == 0) e = "LINES=43";
+  }
+  Outcome o = Run(Encode({"stty", "size"}), env);
+  EXPECT_EQ(o.code(), 0) << o.output;
+  EXPECT_NE(o.output.find("43 132\r\n"), std::string::npos) << o.output;
+  Outcome d = Run(Encode({"stty", "size"}), {"HOME=/nonexistent"});
+  EXPECT_EQ(d.code(), 0) << d.output;
+  EXPECT_NE(d.output.find("24 80\r\n"), std::string::npos) << d.output;
+  Outcome m = Run(Encode({"/bin/sh", "-c", "stty size; echo \"$COLUMNS x $LINES\""}),
+                  {"COLUMNS=1000", "LINES=1"});
+  EXPECT_EQ(m.code(), 0) << m.output;
+  EXPECT_NE(m.output.find("1 1000\r\n1000 x 1\r\n"), std::string::npos) << m.output;
+}
+
+// ---------------------------------------------------------------------------
+// Exit statuses come back through script -e unchanged.
+
+TEST_F(LauncherTest, ExitStatusesComeBackFaithfully) {
+  for (int code : {0, 1, 3, 255}) {
+    Outcome o = Run(Encode({"/bin/sh", "-c", "exit " + std::to_string(code)}));
+    ASSERT_TRUE(WIFEXITED(o.status)) << o.status;
+    EXPECT_EQ(o.code(), code) << o.output;
+  }
+  Outcome f = Run(Encode({"false"}));  // found through the fixed PATH
+  EXPECT_EQ(f.code(), 1) << f.output;
+}
+
+TEST_F(LauncherTest, NotFoundIs127) {
+  Outcome o = Run(Encode({"opencode-no-such-command"}));
+  EXPECT_EQ(o.code(), kNotFound) << o.output;
+  EXPECT_NE(o.output.find("opencode-pty-launcher: opencode-no-such-command: command not found\r\n"),
+            std::string::npos) << o.output;
+  Outcome p = Run(Encode({"./missing"}));
+  EXPECT_EQ(p.code(), kNotFound) << p.output;
+  EXPECT_NE(p.output.find("./missing: No such file or directory"), std::string::npos) << p.output;
+  // The caller's PATH (which names the work dir) is not used for the lookup.
+  std::ofstream(dir_ + "/opencode-in-caller-path") << "#!/bin/sh\ntouch " << dir_ << "/marker\n";
+  fs::permissions(dir_ + "/opencode-in-caller-path", fs::perms(0755));
+  Outcome q = Run(Encode({"opencode-in-caller-path"}));
+  EXPECT_EQ(q.code(), kNotFound) << q.output;
+  EXPECT_FALSE(Exists("marker"));
+  // A hostile name is shown escaped, never raw on the terminal.
+  Outcome e = Run(Encode({"no\x1b]2;x\x07such"}));
+  EXPECT_EQ(e.code(), kNotFound) << e.output;
+  EXPECT_NE(e.output.find("no\\x1b]2;x\\x07such: command not found"), std::string::npos) << e.output;
+}
+
+TEST_F(LauncherTest, NotExecutableIs126) {
+  std::ofstream(dir_ + "/not-executable") << "#!/bin/sh\nexit 0\n";
+  fs::permissions(dir_ + "/not-executable", fs::perms(0644));
+  Outcome o = Run(Encode({"./not-executable"}));
+  EXPECT_EQ(o.code(), kCannotExecute) << o.output;
+  EXPECT_NE(o.output.find("./not-executable: Permission denied"), std::string::npos) << o.output;
+  Outcome d = Run(Encode({"/tmp"}));  // a directory
+  EXPECT_EQ(d.code(), kCannotExecute) << d.output;
+  // No #! line: execve says ENOEXEC and the launcher does NOT fall back to a shell.
+  std::ofstream(dir_ + "/no-shebang") << "touch " << dir_ << "/marker\n";
+  fs::permissions(dir_ + "/no-shebang", fs::perms(0755));
+  Outcome n = Run(Encode({"./no-shebang"}));
+  EXPECT_EQ(n.code(), kCannotExecute) << n.output;
+  EXPECT_NE(n.output.find("Exec format error"), std::string::npos) << n.output;
+  EXPECT_FALSE(Exists("marker"));
+}
+
+TEST_F(LauncherTest, DeathBySignalIs128PlusN) {
+  for (int sig : {SIGHUP, SIGINT, SIGKILL, SIGTERM}) {
+    Outcome o = Run(Encode({"/bin/sh", "-c", "kill -" + std::to_string(sig) + " $$; sleep 5"}));
+    ASSERT_TRUE(WIFEXITED(o.status)) << "script itself died: " << o.status;
+    EXPECT_EQ(o.code(), 128 + sig) << "signal " << sig << ": " << o.output;
+  }
+}
+
+}  // namespace
