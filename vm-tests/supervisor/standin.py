@@ -1,0 +1,333 @@
+#!/usr/bin/python3
+# Stand-in for the opencode v2 application, for the supervisor's real-systemd
+# suite (supervisor.sh). As `serve` it runs as opencode-v2.service (User=byk)
+# and performs scenarios on request from the root test script over
+# /run/opencode-test/control.sock: it connects to the supervisor, opens the
+# approved directory O_DIRECTORY|O_CLOEXEC, spawns the real
+# /usr/local/libexec/opencode-pty-client with exactly fd 3 = a duplicate of
+# the socket and fd 4 = the directory, waits for it, then speaks the session
+# protocol (docs/PROTOCOL.md) itself. `oneshot` runs one scenario in the
+# calling process (used for the refusal cases: another uid, root, a process
+# that is not MainPID); `call` sends a request to the server and prints its
+# JSON answer.
+import array
+import fcntl
+import json
+import os
+import select
+import socket
+import struct
+import sys
+import time
+
+SUPERVISOR = "/run/opencode-pty/supervisor.sock"
+HELPER = "/usr/local/libexec/opencode-pty-client"
+CONTROL = "/run/opencode-test/control.sock"
+
+START, INPUT, SIGNAL, STOP, EOF = 0x01, 0x02, 0x03, 0x04, 0x05
+OUTPUT, EVENT = 0x81, 0x82
+
+
+def frame(ftype, payload=b""):
+    return struct.pack(">BBHI", 1, ftype, 0, len(payload)) + payload
+
+
+def spawn_helper(conn, dirfd, argv, cols, rows):
+    """Runs the real helper with fd 3 = dup(conn), fd 4 = dirfd, nothing else."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            c = fcntl.fcntl(conn.fileno(), fcntl.F_DUPFD, 10)
+            d = fcntl.fcntl(dirfd, fcntl.F_DUPFD, 10)
+            os.dup2(c, 3)
+            os.dup2(d, 4)
+            os.closerange(5, 1 << 16)
+            null = os.open("/dev/null", os.O_RDONLY)
+            os.dup2(null, 0)
+            os.close(null)
+            os.execv(HELPER, [HELPER, "--cols", str(cols), "--rows", str(rows), "--"] + argv)
+        finally:
+            os._exit(99)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+class Conn:
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.buf = b""
+        self.eof = False
+
+    def connect(self):
+        self.sock.connect(SUPERVISOR)
+
+    def send(self, ftype, payload=b""):
+        self.sock.sendall(frame(ftype, payload))
+
+    def read_frame(self, deadline):
+        """Next (type, payload); None on EOF; raises TimeoutError."""
+        while True:
+            if len(self.buf) >= 8:
+                ver, ftype, res, length = struct.unpack(">BBHI", self.buf[:8])
+                if len(self.buf) >= 8 + length:
+                    payload = self.buf[8:8 + length]
+                    self.buf = self.buf[8 + length:]
+                    return ftype, payload
+            if self.eof:
+                return None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no frame before the deadline")
+            r, _, _ = select.select([self.sock], [], [], left)
+            if not r:
+                continue
+            try:
+                data = self.sock.recv(1 << 20)
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                self.eof = True
+            self.buf += data
+
+
+def run_session(req):
+    """One session: connect, helper, then the steps; returns what was seen."""
+    res = {"envelopes": [], "output_len": 0, "events": []}
+    argv = req.get("argv", ["true"])
+    timeout = req.get("timeout", 60)
+    deadline = time.monotonic() + timeout
+    output = bytearray()
+    keep = req.get("keep_output", 1 << 16)
+    count_char = req.get("count_char")
+    counted = 0
+    c = Conn()
+    try:
+        c.connect()
+    except OSError as e:
+        res["connect_error"] = e.errno
+        return res
+    res["connected"] = True
+    dirfd = os.open(req.get("cwd", os.path.expanduser("~") or "/"), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    if req.get("raw"):
+        res["raw"] = raw_start(c, dirfd, req["raw"])
+    else:
+        res["helper_status"] = spawn_helper(c, dirfd, argv, req.get("cols", 80), req.get("rows", 24))
+    os.close(dirfd)
+
+    def take(f):
+        nonlocal counted
+        ftype, payload = f
+        if ftype == OUTPUT:
+            res["output_len"] += len(payload)
+            if count_char is not None:
+                counted += payload.count(count_char.encode())
+            if len(output) < keep:
+                output.extend(payload[: keep - len(output)])
+            if not res["events"] or res["events"][-1] != "output":
+                res["events"].append("output")
+        elif ftype == EVENT:
+            env = json.loads(payload)
+            env["_output_before"] = res["output_len"]
+            res["envelopes"].append(env)
+            res["events"].append(env["type"] + ":" + str(env.get("code", "")))
+            if env["type"] in ("exit", "error"):
+                res["terminal"] = env
+        else:
+            res["events"].append("unexpected-type-%d" % ftype)
+
+    def pump_until(pred, until):
+        while not pred():
+            f = c.read_frame(until)
+            if f is None:
+                res["eof"] = True
+                return False
+            take(f)
+        return True
+
+    try:
+        for step in req.get("steps", []):
+            if "terminal" in res:
+                break
+            if "expect" in step:
+                if step["expect"] == "started":
+                    ok = pump_until(lambda: any(e["type"] in ("started", "error") for e in res["envelopes"]),
+                                    deadline)
+                else:
+                    want = step["expect"].encode()
+                    ok = pump_until(lambda: want in output, deadline)
+                if not ok:
+                    break
+            elif "input" in step:
+                c.send(INPUT, step["input"].encode())
+            elif "input_bytes" in step:
+                c.send(INPUT, bytes.fromhex(step["input_bytes"]))
+            elif "signal" in step:
+                c.send(SIGNAL, bytes([step["signal"]]))
+            elif "stop" in step:
+                c.send(STOP)
+            elif "eof" in step:
+                c.send(EOF)
+            elif "raw_frame" in step:
+                c.sock.sendall(bytes.fromhex(step["raw_frame"]))
+            elif "touch" in step:
+                open(step["touch"], "w").close()
+            elif "wait_file" in step:
+                until = time.monotonic() + step.get("timeout", 60)
+                while not os.path.exists(step["wait_file"]) and time.monotonic() < until:
+                    time.sleep(0.05)
+                res["waited"] = os.path.exists(step["wait_file"])
+            elif "sleep" in step:
+                time.sleep(step["sleep"])
+            elif "close" in step:
+                c.sock.close()
+                res["closed"] = True
+                break
+        if not res.get("closed"):
+            pump_until(lambda: "terminal" in res, deadline)
+            # After the terminal envelope the supervisor closes the connection.
+            if "terminal" in res:
+                f = c.read_frame(time.monotonic() + 10)
+                res["eof_after_terminal"] = f is None
+    except TimeoutError as e:
+        res["timeout"] = str(e)
+    res["output_text"] = output.decode("utf-8", "replace")
+    if count_char is not None:
+        res["count"] = counted
+    return res
+
+
+def raw_start(c, dirfd, kind):
+    """START frames the helper would never send (supervisor-side checks)."""
+    payload = struct.pack(">HHII", 80, 24, 0, 1) + struct.pack(">I", 4) + b"true"
+    data = frame(START, payload)
+    if kind == "no_fd":
+        c.sock.sendall(data)
+    elif kind == "two_fds":
+        fds = array.array("i", [dirfd, dirfd])
+        c.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+    elif kind == "not_dir":
+        f = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+        c.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [f]))])
+        os.close(f)
+    elif kind == "bad_version":
+        c.sock.sendmsg([b"\x02" + data[1:]], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [dirfd]))])
+    elif kind == "nothing":
+        pass
+    return kind
+
+
+def handshakes(req):
+    """Opens n connections that never send START (they stay in handshake)."""
+    n = req.get("n", 17)
+    conns, res = [], {"results": []}
+    for _ in range(n):
+        c = Conn()
+        c.connect()
+        conns.append(c)
+        time.sleep(0.05)  # admission is in accept order
+    deadline = time.monotonic() + req.get("timeout", 20)
+    for c in conns:
+        try:
+            f = c.read_frame(deadline)
+            res["results"].append(json.loads(f[1])["code"] if f and f[0] == EVENT else None)
+        except TimeoutError:
+            res["results"].append("timeout")
+    return res
+
+
+def scenario(req):
+    op = req.get("op", "session")
+    if op == "session":
+        return run_session(req)
+    if op == "child_session":
+        # A child of the MainPID: same uid, same cgroup, not the MainPID.
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            os.write(w, json.dumps(run_session(req)).encode())
+            os._exit(0)
+        os.close(w)
+        data = b""
+        while True:
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+        os.waitpid(pid, 0)
+        return json.loads(data)
+    if op == "handshakes":
+        return handshakes(req)
+    if op == "sessions":
+        # Several sessions at once (each in its own child, all concurrent).
+        kids = []
+        for i in range(req.get("n", 4)):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                os.write(w, json.dumps(run_session(req["session"])).encode())
+                os._exit(0)
+            os.close(w)
+            kids.append((pid, r))
+        out = []
+        for pid, r in kids:
+            data = b""
+            while True:
+                chunk = os.read(r, 1 << 16)
+                if not chunk:
+                    break
+                data += chunk
+            os.waitpid(pid, 0)
+            out.append(json.loads(data))
+        return {"sessions": out}
+    return {"error": "unknown op " + op}
+
+
+def serve():
+    try:
+        os.unlink(CONTROL)
+    except FileNotFoundError:
+        pass
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(CONTROL)
+    srv.listen(4)
+    while True:
+        conn, _ = srv.accept()
+        with conn:
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = conn.recv(1 << 16)
+                if not chunk:
+                    break
+                data += chunk
+            try:
+                answer = scenario(json.loads(data))
+            except Exception as e:  # report, keep serving
+                answer = {"exception": repr(e)}
+            conn.sendall(json.dumps(answer).encode() + b"\n")
+
+
+def call(request):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(CONTROL)
+    s.sendall(request.encode() + b"\n")
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = s.recv(1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    sys.stdout.write(data.decode())
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "serve":
+        serve()
+    elif mode == "call":
+        call(sys.argv[2])
+    elif mode == "oneshot":
+        print(json.dumps(scenario(json.loads(sys.argv[2]))))
+    else:
+        sys.exit(2)

@@ -1,0 +1,305 @@
+#!/bin/sh
+# vm-tests/supervisor/supervisor.sh: the supervisor against a real systemd
+# (bookworm = 252, trixie = 257). Installs the three built binaries root-owned
+# in /usr/local/libexec, the supervisor's socket/service/slice units, and a test
+# opencode-v2.service whose MainPID is the stand-in application (standin.py,
+# User=byk); then proves sessions end to end through the real client helper,
+# launcher and script, the refusals, the cleanup proofs, start-up recovery
+# after SIGKILL, daemon-reload, forged signals and the property read-back.
+. /vm-tests/lib/check.sh
+here=$(dirname "$0")
+A=/artifacts
+LIBEXEC=/usr/local/libexec
+RUN=/run/opencode-test
+tmp=$(mktemp -d)
+
+# ctl NAME JSON: one scenario in the stand-in app (as MainPID); result in
+# $tmp/NAME.json and /results/NAME.json.
+ctl() {
+  python3 "$here/standin.py" call "$2" > "$tmp/$1.json" 2>&1
+  cp "$tmp/$1.json" "/results/$1.json"
+}
+# as USER NAME JSON: one scenario in a process of USER outside the app's unit.
+as() {
+  if [ "$1" = root ]; then
+    python3 "$here/standin.py" oneshot "$3" > "$tmp/$2.json" 2>&1
+  else
+    runuser -u "$1" -- python3 "$here/standin.py" oneshot "$3" > "$tmp/$2.json" 2>&1
+  fi
+  cp "$tmp/$2.json" "/results/$2.json"
+}
+# expect CHECK NAME PYTHON-EXPR: r is the scenario's result.
+expect() {
+  check "$1" python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+t = r.get("terminal") or {}
+ok = eval(sys.argv[2])
+print(sys.argv[2], "->", bool(ok), "|", "events", r.get("events"), "terminal", t,
+      "output", repr(r.get("output_text", ""))[:160])
+sys.exit(0 if ok else 1)' "$tmp/$2.json" "$3"
+}
+session_units() { systemctl list-units --all --plain --no-legend 'opencode-pty-*.service' | awk '{print $1}'; }
+unit_of() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(next(e["unit"] for e in r["envelopes"] if e["type"]=="started"))' "$tmp/$1.json"; }
+# gone UNIT: systemd no longer knows the unit (GetUnit -> NoSuchUnit).
+gone() {
+  out=$(busctl --system call org.freedesktop.systemd1 /org/freedesktop/systemd1 \
+        org.freedesktop.systemd1.Manager GetUnit s "$1" 2>&1)
+  echo "$out"
+  case "$out" in *"not loaded"*|*NoSuchUnit*) ! session_units | grep -qx "$1" ;; *) return 1 ;; esac
+}
+# wait_for SECONDS CMD...: until CMD succeeds.
+wait_for() {
+  n=$(($1 * 10)); shift
+  while [ "$n" -gt 0 ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; n=$((n - 1)); done
+  "$@"
+}
+no_session_units() { [ -z "$(session_units)" ]; }
+supervisor_pid() { systemctl show -P MainPID opencode-pty-supervisor.service; }
+
+# --- install ----------------------------------------------------------------
+install -d -o root -g root -m 0755 "$LIBEXEC"
+for b in supervisor launcher client; do
+  check "install opencode-pty-$b root:root 0755" \
+    install -o root -g root -m 0755 "$A/opencode-pty-$b" "$LIBEXEC/opencode-pty-$b"
+done
+units=$A/units
+for u in opencode-pty-supervisor.socket opencode-pty-supervisor.service opencode-pty.slice; do
+  [ -f "$units/$u" ] || units=$here/units
+done
+for u in opencode-pty-supervisor.socket opencode-pty-supervisor.service opencode-pty.slice; do
+  install -o root -g root -m 0644 "$units/$u" "/etc/systemd/system/$u"
+done
+pass "supervisor units installed" "from $units"
+# The application stand-in: its MainPID is the only process allowed in.
+cat > /run/systemd/system/opencode-v2.service <<UNIT
+[Unit]
+Description=opencode v2 stand-in (supervisor suite)
+[Service]
+Type=exec
+User=byk
+Group=byk
+RuntimeDirectory=opencode-test
+RuntimeDirectoryMode=0755
+ExecStart=/usr/bin/python3 $here/standin.py serve
+UNIT
+systemctl daemon-reload
+check "socket unit starts" systemctl start opencode-pty-supervisor.socket
+check "socket is byk's, mode 0600" sh -c 'stat -c "%U %a" /run/opencode-pty/supervisor.sock; [ "$(stat -c "%U %a" /run/opencode-pty/supervisor.sock)" = "byk 600" ]'
+check "stand-in opencode-v2.service starts" systemctl start opencode-v2.service
+check "stand-in control socket appears" wait_for 10 test -S "$RUN/control.sock"
+
+# --- a full session ----------------------------------------------------------
+ctl full '{"argv":["sh","-c","pwd; tty; echo hello-$((6*7)) marker-ARGV-7f3a >/dev/null; echo hello-$((6*7)); read x; echo got:$x; exit 7"],
+  "cwd":"/home/byk","steps":[{"expect":"started"},{"expect":"hello-42"},{"input":"abc\n"},{"expect":"got:abc"}]}'
+expect "full: helper exit 0" full 'r["helper_status"] == 0'
+expect "full: started envelope (session, unit, invocation, revision, source)" full '
+  (lambda s: len(s["session"]) == 32 and s["unit"] == "opencode-pty-%s.service" % s["session"]
+   and len(s["invocation"]) == 32 and len(s["revision"]) == 40 and len(s["source"]) == 64)(r["envelopes"][0])'
+expect "full: started comes before any output" full 'r["events"][0] == "started:"'
+expect "full: command runs in the passed directory on a real tty" full '"/home/byk" in r["output_text"] and "/dev/pts/" in r["output_text"]'
+expect "full: input reaches the command" full '"got:abc" in r["output_text"]'
+expect "full: exit code 7, signal null, result exit-code" full 't.get("type") == "exit" and t["code"] == 7 and t["signal"] is None and t["result"] == "exit-code"'
+expect "full: connection closed after the exit envelope" full 'r.get("eof_after_terminal") is True'
+u=$(unit_of full)
+check "full: unit $u proven gone (GetUnit -> NoSuchUnit)" gone "$u"
+s=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["envelopes"][0]["session"])' "$tmp/full.json")
+check "journal: structured entries for the session (SESSION, UNIT, PEER_PID, PEER_UID, INVOCATION_ID)" sh -c '
+  journalctl -o verbose --no-pager _SYSTEMD_UNIT=opencode-pty-supervisor.service SESSION=$1 > /tmp/j.txt
+  grep -c "MESSAGE=" /tmp/j.txt; for f in UNIT= PEER_PID= PEER_UID=1000 INVOCATION_ID=; do grep -q "^ *$f" /tmp/j.txt || { echo "missing $f"; exit 1; }; done' - "$s"
+check "journal: no argv contents and no PTY bytes from the supervisor" sh -c '
+  journalctl -o verbose --no-pager _SYSTEMD_UNIT=opencode-pty-supervisor.service > /tmp/all.txt
+  ! grep -n -e marker-ARGV-7f3a -e got:abc -e hello-42 /tmp/all.txt'
+
+# --- property read-back of a live unit (busctl/systemctl) --------------------
+rm -f "$RUN/readback-ready" "$RUN/readback-done"
+ctl readback '{"argv":["sleep","30"],"steps":[{"expect":"started"},{"touch":"/run/opencode-test/readback-ready"},
+  {"wait_file":"/run/opencode-test/readback-done"},{"stop":true}]}' &
+ctlpid=$!
+wait_for 20 test -e "$RUN/readback-ready"
+u=$(session_units | head -n1)
+props="Type Slice User Environment NoNewPrivileges KillMode SendSIGKILL SendSIGHUP TimeoutStopUSec CollectMode TasksMax LimitCORE LimitCORESoft IgnoreSIGPIPE RemainAfterExit LockPersonality RestrictRealtime RestrictSUIDSGID Transient LoadState ActiveState SubState"
+systemctl show "$u" $(for p in $props; do printf -- '-p %s ' "$p"; done) > "$tmp/show.txt"
+cp "$tmp/show.txt" /results/readback-show.txt
+cat > "$tmp/want.txt" <<WANT
+ActiveState=active
+CollectMode=inactive-or-failed
+Environment=COLUMNS=80 LINES=24
+IgnoreSIGPIPE=no
+KillMode=control-group
+LimitCORE=0
+LimitCORESoft=0
+LoadState=loaded
+LockPersonality=yes
+NoNewPrivileges=yes
+RemainAfterExit=no
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+SendSIGHUP=yes
+SendSIGKILL=yes
+Slice=opencode-pty.slice
+SubState=running
+TasksMax=512
+TimeoutStopUSec=5s
+Transient=yes
+Type=exec
+User=1000
+WANT
+check "read-back: every requested property of the live unit as requested" sh -c 'sort "$1" > "$1.s"; sort "$2" > "$2.s"; diff -u "$2.s" "$1.s"' - "$tmp/show.txt" "$tmp/want.txt"
+path=/org/freedesktop/systemd1/unit/$(echo "$u" | sed -e 's/-/_2d/g' -e 's/\./_2e/g')
+busctl --system get-property org.freedesktop.systemd1 "$path" org.freedesktop.systemd1.Service ExecStart > "$tmp/exec.txt" 2>&1
+cp "$tmp/exec.txt" /results/readback-execstart.txt
+check "read-back: ExecStart is the launcher with the encoded argv" python3 -c '
+import base64, sys
+want = ["/usr/local/libexec/opencode-pty-launcher"] + ["a" + base64.urlsafe_b64encode(a).rstrip(b"=").decode() for a in (b"sleep", b"30")]
+got = open(sys.argv[1]).read()
+exp = "a(sasbttttuii) 1 \"/usr/local/libexec/opencode-pty-launcher\" %d %s false" % (len(want), " ".join("\"%s\"" % w for w in want))
+print(got[:300]); sys.exit(0 if got.startswith(exp) else 1)' "$tmp/exec.txt"
+check "read-back: the unit's Refs is the supervisor's bus connection (AddRef)" sh -c '
+  refs=$(busctl --system get-property org.freedesktop.systemd1 "$1" org.freedesktop.systemd1.Unit Refs); echo "$refs"
+  name=$(echo "$refs" | sed -n "s/^as 1 \"\(.*\)\"$/\1/p"); [ -n "$name" ] || exit 1
+  pid=$(busctl --system status "$name" | sed -n "s/^PID=//p"); echo "owner pid $pid"
+  [ "$pid" = "$(systemctl show -P MainPID opencode-pty-supervisor.service)" ]' - "$path"
+check "live unit: MainPID's stdin/stdout are the PTY stream socket" sh -c '
+  mp=$(systemctl show -P MainPID "$1"); ls -l /proc/$mp/fd/0 /proc/$mp/fd/1
+  readlink /proc/$mp/fd/0 | grep -q "^socket:" && readlink /proc/$mp/fd/1 | grep -q "^socket:"' - "$u"
+check "live unit: the command runs as byk on /dev/pts in the passed directory" sh -c '
+  cg=$(systemctl show -P ControlGroup "$1"); pid=$(pgrep -u byk -x sleep | head -n1); echo "sleep pid $pid cgroup $cg"
+  grep -q "$cg" /proc/$pid/cgroup && readlink /proc/$pid/fd/0 | grep -q "^/dev/pts/" && [ "$(readlink /proc/$pid/cwd)" = /home/byk ]' - "$u"
+check "supervisor holds no capability (CapEff = CapBnd = CapPrm = 0)" sh -c '
+  grep ^Cap /proc/$(systemctl show -P MainPID opencode-pty-supervisor.service)/status
+  grep -E "^Cap(Eff|Bnd|Prm|Inh|Amb):" /proc/$(systemctl show -P MainPID opencode-pty-supervisor.service)/status | grep -qv "0000000000000000$" && exit 1; exit 0'
+check "STATUS= reports the live counts" sh -c 'st=$(systemctl show -P StatusText opencode-pty-supervisor.service); echo "$st"; [ "$st" = "1 sessions, 0 handshakes" ]'
+touch "$RUN/readback-done"
+wait $ctlpid
+expect "read-back session: STOP gives notice stopping, then exit" readback '"notice:stopping" in r["events"] and t.get("type") == "exit"'
+check "read-back session: unit proven gone" gone "$u"
+
+# --- signals, stop, EOF, disconnect --------------------------------------------
+ctl kill '{"argv":["sleep","100"],"steps":[{"expect":"started"},{"signal":9}]}'
+expect "KILL: notice signal_sent, exit with signal KILL and code null" kill '"notice:signal_sent" in r["events"] and t.get("type") == "exit" and t["signal"] == "KILL" and t["code"] is None'
+check "KILL: unit proven gone" gone "$(unit_of kill)"
+ctl term '{"argv":["sleep","100"],"steps":[{"expect":"started"},{"signal":15}]}'
+expect "TERM: exit reports the signal (code 143 or signal TERM)" term 't.get("type") == "exit" and (t["code"] == 143 or t["signal"] == "TERM")'
+# INT goes to every process of the unit (script forwards it as TERM to its
+# child); what must hold is that the session ends with an exit envelope.
+ctl int '{"argv":["sh","-c","trap \"echo caught-int; exit 9\" INT; echo armed; while :; do sleep 0.1; done"],"steps":[{"expect":"started"},{"expect":"armed"},{"signal":2}]}'
+expect "INT: notice signal_sent, then an exit envelope" int '"notice:signal_sent" in r["events"] and t.get("type") == "exit"'
+ctl stop '{"argv":["sleep","100"],"steps":[{"expect":"started"},{"stop":true}]}'
+expect "STOP: notice stopping then exit" stop '"notice:stopping" in r["events"] and t.get("type") == "exit"'
+check "STOP: unit proven gone" gone "$(unit_of stop)"
+ctl stopsat '{"argv":["yes"],"timeout":60,"steps":[{"expect":"started"},{"sleep":2},{"stop":true}]}'
+expect "STOP while output is saturated and the client did not read: exit arrives, after the output" stopsat 't.get("type") == "exit" and t["_output_before"] == r["output_len"] and r["output_len"] > 0'
+ctl eof '{"argv":["cat"],"steps":[{"expect":"started"},{"input":"line-one\n"},{"expect":"line-one\r\nline-one"},{"eof":true}]}'
+expect "EOF: notice input_closed, cat sees end of input and exits 0" eof '"notice:input_closed" in r["events"] and t.get("type") == "exit" and t["code"] == 0'
+ctl disconnect '{"argv":["sleep","100"],"steps":[{"expect":"started"},{"close":true}]}'
+u=$(unit_of disconnect)
+check "disconnect: the unit is stopped and proven gone" wait_for 10 gone "$u"
+check "disconnect: journal says proven gone" sh -c 'journalctl --no-pager -o verbose _SYSTEMD_UNIT=opencode-pty-supervisor.service UNIT=$1 | grep -q "PTY unit proven gone"' - "$u"
+
+# --- 10 MiB right before exit ------------------------------------------------------
+ctl big '{"argv":["sh","-c","head -c 10485760 /dev/zero | tr \"\\\\0\" x; exit 3"],"count_char":"x","timeout":120,"keep_output":256,
+  "steps":[{"expect":"started"},{"sleep":1}]}'
+expect "10 MiB: every byte arrives before the exit envelope" big 'r.get("count") == 10485760 and t.get("type") == "exit" and t["code"] == 3 and t["_output_before"] == r["output_len"]'
+
+# --- protocol errors -------------------------------------------------------------------
+ctl badutf8 '{"argv":["cat"],"steps":[{"expect":"started"},{"input_bytes":"c328"}]}'
+expect "INPUT that is not UTF-8: error bad_utf8" badutf8 't.get("type") == "error" and t["code"] == "bad_utf8"'
+check "bad_utf8: unit proven gone" wait_for 10 gone "$(unit_of badutf8)"
+ctl badsig '{"argv":["cat"],"steps":[{"expect":"started"},{"signal":11}]}'
+expect "SIGNAL outside the allowlist: error bad_signal" badsig 't.get("type") == "error" and t["code"] == "bad_signal"'
+for k in no_fd:no_descriptor two_fds:extra_descriptor not_dir:not_directory bad_version:bad_version nothing:start_timeout; do
+  ctl "raw_${k%%:*}" "{\"raw\":\"${k%%:*}\",\"timeout\":20}"
+  expect "START ${k%%:*}: error ${k#*:}" "raw_${k%%:*}" "t.get('type') == 'error' and t['code'] == '${k#*:}'"
+done
+ctl handshakes '{"op":"handshakes","n":17,"timeout":20}'
+expect "17 silent connections: one too_many_handshakes at once, 16 start_timeout" handshakes 'sorted(r["results"]) == ["start_timeout"] * 16 + ["too_many_handshakes"]'
+check "no unit was created by any refused or failed START" no_session_units
+
+# --- refusals -----------------------------------------------------------------------------
+ctl child '{"op":"child_session","argv":["true"],"timeout":20}'
+expect "a child of MainPID (same uid, same cgroup) is refused: unauthenticated" child 't.get("code") == "unauthenticated" and "started:" not in r["events"]'
+as byk samebyk '{"argv":["true"],"timeout":20}'
+expect "another process of uid byk outside the unit is refused: unauthenticated" samebyk 't.get("code") == "unauthenticated"'
+as other other '{"argv":["true"],"timeout":20}'
+expect "uid other cannot even connect (socket 0600 byk)" other 'r.get("connect_error") == 13'
+chmod 0666 /run/opencode-pty/supervisor.sock
+as other other666 '{"argv":["true"],"timeout":20}'
+chmod 0600 /run/opencode-pty/supervisor.sock
+expect "uid other on an open socket is refused by the supervisor: unauthenticated" other666 't.get("code") == "unauthenticated"'
+as root root '{"argv":["true"],"timeout":20}'
+expect "uid 0 is refused: root_refused" root 't.get("code") == "root_refused"'
+check "no unit was created by a refused peer" no_session_units
+
+# --- concurrency -------------------------------------------------------------------------------
+ctl many '{"op":"sessions","n":6,"session":{"argv":["sh","-c","echo hi-$$; sleep 0.5; exit 5"],"timeout":60,"steps":[{"expect":"started"}]}}'
+expect "6 concurrent sessions each exit 5" many 'len(r["sessions"]) == 6 and all((s.get("terminal") or {}).get("code") == 5 for s in r["sessions"])'
+check "all of them proven gone" wait_for 10 no_session_units
+
+# --- forged signals on the real bus ---------------------------------------------------------------
+rm -f "$RUN/forge-ready" "$RUN/forge-done"
+ctl forge '{"argv":["cat"],"timeout":120,"steps":[{"expect":"started"},{"touch":"/run/opencode-test/forge-ready"},
+  {"wait_file":"/run/opencode-test/forge-done","timeout":100},{"input":"after-forge\n"},{"expect":"after-forge\r\nafter-forge"},{"eof":true}]}' &
+ctlpid=$!
+wait_for 20 test -e "$RUN/forge-ready"
+u=$(session_units | head -n1)
+check "forged UnitRemoved + 10,000 x3 forged signals from another sender" python3 "$here/forge.py" "$u" 10000
+check "the forged signals did not end the unit" sh -c 'systemctl is-active "$1"' - "$u"
+touch "$RUN/forge-done"
+wait $ctlpid
+expect "the session survives forged signals and exits normally" forge 't.get("type") == "exit" and t["code"] == 0'
+check "forged session: unit proven gone" gone "$u"
+
+# --- daemon-reload during a live session ---------------------------------------------------------------
+rm -f "$RUN/reload-ready" "$RUN/reload-done"
+ctl reload '{"argv":["sh","-c","read x; echo after-reload:$x"],"steps":[{"expect":"started"},{"touch":"/run/opencode-test/reload-ready"},
+  {"wait_file":"/run/opencode-test/reload-done"},{"input":"r1\n"},{"expect":"after-reload:r1"}]}' &
+ctlpid=$!
+wait_for 20 test -e "$RUN/reload-ready"
+check "systemctl daemon-reload during a live session" systemctl daemon-reload
+touch "$RUN/reload-done"
+wait $ctlpid
+expect "the session survives daemon-reload (input, output, exit 0)" reload '"after-reload:r1" in r["output_text"] and t.get("type") == "exit" and t["code"] == 0'
+
+# --- SIGKILL of the supervisor mid-session, restart, recovery --------------------------------------------
+rm -f "$RUN/kill-ready" "$RUN/kill-done"
+ctl crash '{"argv":["sleep","1000"],"timeout":60,"steps":[{"expect":"started"},{"touch":"/run/opencode-test/kill-ready"},
+  {"wait_file":"/run/opencode-test/kill-done"}]}' &
+ctlpid=$!
+wait_for 20 test -e "$RUN/kill-ready"
+u=$(session_units | head -n1)
+old=$(supervisor_pid)
+check "SIGKILL the supervisor (pid $old) while $u runs" systemctl kill -s KILL opencode-pty-supervisor.service
+check "right after the crash the session unit is still there (the case is real)" sh -c 'systemctl is-active "$1"' - "$u"
+touch "$RUN/kill-done"
+wait $ctlpid
+expect "the client sees its connection end" crash 'r.get("eof") is True'
+check "systemd restarts the supervisor" wait_for 20 sh -c 'p=$(systemctl show -P MainPID opencode-pty-supervisor.service); [ "$p" != 0 ] && [ "$p" != "$1" ]' - "$old"
+check "start-up recovery leaves no opencode-pty-*.service behind" wait_for 30 no_session_units
+check "recovery journal: leftover unit proven gone" sh -c 'journalctl --no-pager -o verbose _SYSTEMD_UNIT=opencode-pty-supervisor.service UNIT=$1 | grep -q "leftover PTY unit proven gone"' - "$u"
+ctl after '{"argv":["sh","-c","echo alive; exit 4"],"steps":[{"expect":"started"}]}'
+expect "sessions work again after the restart" after '"alive" in r["output_text"] and t.get("code") == 4'
+
+# --- graceful stop (SIGTERM) with a live session ---------------------------------------------------------------
+rm -f "$RUN/term-ready"
+ctl graceful '{"argv":["sleep","1000"],"timeout":60,"steps":[{"expect":"started"},{"touch":"/run/opencode-test/term-ready"}]}' &
+ctlpid=$!
+wait_for 20 test -e "$RUN/term-ready"
+u=$(session_units | head -n1)
+check "systemctl stop of the supervisor with a live session" systemctl stop opencode-pty-supervisor.service
+wait $ctlpid
+expect "the client gets error internal" graceful 't.get("type") == "error" and t["code"] == "internal"'
+check "the session unit was proven gone before the supervisor exited" gone "$u"
+check "the supervisor stopped cleanly (Result=success)" sh -c 'r=$(systemctl show -P Result opencode-pty-supervisor.service); echo "$r"; [ "$r" = success ]'
+ctl again '{"argv":["true"],"steps":[{"expect":"started"}]}'
+expect "socket activation starts it again on the next connection" again 't.get("type") == "exit" and t["code"] == 0'
+
+# --- the client unit stopped -------------------------------------------------------------------------------------
+systemctl stop opencode-v2.service
+as byk stopped '{"argv":["true"],"timeout":20}'
+expect "with opencode-v2.service stopped, uid byk is refused: unauthenticated" stopped 't.get("code") == "unauthenticated"'
+check "nothing left behind" no_session_units
+
+journalctl --no-pager -o short-precise _SYSTEMD_UNIT=opencode-pty-supervisor.service > /results/supervisor-journal.txt 2>&1
+systemctl --version | head -n1 > /results/systemd-version.txt
+checks_done
