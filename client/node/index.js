@@ -80,9 +80,15 @@ const SIGNALS = Object.freeze({
   CONT: 18, STOP: 19, TSTP: 20, WINCH: 28,
 });
 
-// Exit statuses of /usr/local/libexec/opencode-pty-client (docs/PROTOCOL.md
-// section 9); any other status is reported as "unknown".
-const HELPER_STATUS = Object.freeze({});
+// Exit statuses of /usr/local/libexec/opencode-pty-client (client/main.cc,
+// docs/PROTOCOL.md section 9) by name; any other status is "unknown".
+const HELPER_STATUS = Object.freeze({
+  10: 'socket_missing', 11: 'not_socket', 12: 'socket_family', 13: 'socket_type',
+  14: 'not_connected', 15: 'dir_missing', 16: 'not_directory', 17: 'cloexec',
+  18: 'extra_fd', 19: 'fd_audit', 20: 'usage', 21: 'bad_size', 22: 'argc',
+  23: 'arg_too_long', 24: 'argv_too_long', 25: 'empty_command', 26: 'encode',
+  27: 'peer_closed', 28: 'send',
+});
 
 class PtyError extends Error {
   constructor(code, message, extra) {

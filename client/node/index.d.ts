@@ -1,0 +1,134 @@
+// Types of the opencode-pty Node client (index.js). See README.md.
+
+export interface IDisposable {
+  dispose(): void;
+}
+
+export interface SpawnOptions {
+  /** Working directory of the command; opened by the module and passed as a
+   *  descriptor. Default: process.cwd(). */
+  cwd?: string;
+  /** Window size, fixed for the life of the PTY. 1..1000, default 80x24. */
+  cols?: number;
+  rows?: number;
+  /** Must be absent or empty: the PTY environment is the launcher's fixed
+   *  allowlist. Anything else throws PtyError "env_fixed". */
+  env?: Record<string, never>;
+  /** "utf8" (default): onData gets strings; null: onData gets Buffers. */
+  encoding?: 'utf8' | 'utf-8' | null;
+  /** Tests only. Default /run/opencode-pty/supervisor.sock. */
+  socketPath?: string;
+  /** Tests only. Default /usr/local/libexec/opencode-pty-client. */
+  helperPath?: string;
+}
+
+/** The `started` envelope (docs/PROTOCOL.md section 4). Unknown keys are kept. */
+export interface StartedEvent {
+  type: 'started';
+  session: string;
+  unit: string;
+  invocation: string;
+  revision: string;
+  source: string;
+  [key: string]: string | number | boolean | null;
+}
+
+export interface NoticeEvent {
+  type: 'notice';
+  code: string;
+  [key: string]: string | number | boolean | null;
+}
+
+export interface ExitEvent {
+  /** Exit status of the command (128+n when a signal n killed it under
+   *  script), or null when the session ended otherwise. */
+  exitCode: number | null;
+  /** Signal name ("KILL") when the unit's main process itself was killed. */
+  signal: string | null;
+  /** systemd's Result of the unit ("success", "exit-code", ...), if sent. */
+  result: string | null;
+  /** Set when the session ended without an exit envelope. */
+  error: PtyError | null;
+}
+
+export type PtyState = 'connecting' | 'handshake' | 'starting' | 'running' | 'exited';
+
+export interface IPty {
+  /** Always undefined: the command runs in a systemd unit, not as a child. */
+  readonly pid: undefined;
+  /** The command (argv[0]) as passed to spawn. */
+  readonly process: string;
+  readonly cols: number;
+  readonly rows: number;
+  /** From the `started` envelope; null before it. */
+  readonly unit: string | null;
+  readonly session: string | null;
+  readonly invocation: string | null;
+  readonly revision: string | null;
+  readonly source: string | null;
+  readonly state: PtyState;
+  /** Output bytes held for the application (no data listener, or paused). */
+  readonly bufferedBytes: number;
+
+  onData(listener: (data: string | Buffer) => void): IDisposable;
+  onExit(listener: (event: ExitEvent) => void): IDisposable;
+  onError(listener: (error: PtyError) => void): IDisposable;
+  onStarted(listener: (event: StartedEvent) => void): IDisposable;
+  onNotice(listener: (event: NoticeEvent) => void): IDisposable;
+  onDrain(listener: () => void): IDisposable;
+
+  /** Valid UTF-8 only (strings with lone surrogates and invalid bytes throw
+   *  "bad_utf8"); at most 1 MiB per call; false when unsent input is above
+   *  64 KiB (wait for onDrain); throws "input_queue_full" above 1 MiB. */
+  write(data: string | Uint8Array): boolean;
+  /** Signal name from the allowlist (HUP INT QUIT KILL USR1 USR2 TERM CONT STOP
+   *  TSTP WINCH, with or without "SIG"); default "SIGHUP". */
+  kill(signal?: string): void;
+  /** Ask the supervisor to stop the unit (SIGTERM, SIGKILL after 5 s). */
+  stop(): void;
+  /** End of input: the command reads EOF. */
+  end(): void;
+  pause(): void;
+  resume(): void;
+  /** Always throws PtyError "not_supported": the window size is fixed at start. */
+  resize(cols: number, rows: number): never;
+  /** Close the connection now; the supervisor stops the unit. */
+  close(): void;
+  destroy(): void;
+  /** Resolves once `pattern` matches the output seen since the call (within
+   *  the last `maxBytes` characters); rejects "pattern_timeout" or
+   *  "pattern_not_found" (session ended). */
+  waitForOutput(pattern: RegExp, options?: { timeoutMs?: number; maxBytes?: number }): Promise<RegExpExecArray>;
+}
+
+export class PtyError extends Error {
+  readonly code: string;
+  readonly fromSupervisor?: boolean;
+  readonly helperStatus?: number | null;
+  readonly helperSignal?: string | null;
+  readonly helperReason?: string;
+  readonly helperStderr?: string;
+}
+
+export function spawn(file: string, args?: string[], options?: SpawnOptions): IPty;
+
+export const limits: Readonly<Record<string, number>>;
+export const SIGNALS: Readonly<Record<string, number>>;
+export const HELPER_STATUS: Readonly<Record<number, string>>;
+export const DEFAULT_SOCKET_PATH: string;
+export const DEFAULT_HELPER_PATH: string;
+
+export const protocol: {
+  readonly FrameType: Readonly<{
+    START: 1; INPUT: 2; SIGNAL: 3; STOP: 4; EOF: 5; OUTPUT: 0x81; EVENT: 0x82;
+  }>;
+  FrameDecoder: new (direction: 'fromClient' | 'fromSupervisor') => {
+    readonly error: string | null;
+    readonly idle: boolean;
+    push(chunk: Uint8Array, onFrame: (type: number, payload: Buffer) => void): string | null;
+  };
+  encodeFrame(type: number, payload?: Uint8Array): Buffer;
+  parseEnvelope(bytes: Uint8Array): Record<string, string | number | boolean | null> & { type: string };
+  chunkUtf8(bytes: Uint8Array, max?: number): Buffer[];
+  isValidUtf8(bytes: Uint8Array): boolean;
+};

@@ -1,0 +1,347 @@
+#!/usr/bin/python3
+# probe.py SEA [--out FILE] [--leak-fd N] [--dry-run SOCKET HELPER]
+#
+# The Node SEA descriptor-inheritance probe. Runs the given, unmodified SEA
+# binary (client/node/sea/app.js built by build.sh) as the real application
+# service and proves from outside, with ptrace (trace_exec.py):
+#   (a) the fixed helper's descriptor table at its first instruction is exactly
+#       0,1,2 + 3 (a socket the Node process holds) + 4 (the approved directory),
+#       and both are close-on-exec in the Node process at that moment;
+#   (b) every other program the Node process executes (unrelated children from
+#       the main thread and, concurrently, from a worker thread) has only 0,1,2
+#       and neither descriptor.
+# It records the SEA's exact Node version and whether that version satisfies
+# the deployment gate (Node 26.4); any other version does not, and the report
+# says so. Exit status: 0 if every inheritance check passed, 1 if one failed,
+# 2 if the probe could not run.
+#
+# Service mode (default; root, inside the vm-tests harness with the product
+# installed): installs SEA as /usr/local/bin/opencode-v2 (the reference unit's
+# ExecStart), adds a runtime drop-in to opencode-v2.service that clears
+# ExecCondition (the readiness gate is proven by vm.gate.*; containers have no
+# Yama so it would deny) and selects the app's probe mode, starts the service
+# (User=byk) and traces its MainPID. --leak-fd N is the negative control: the
+# drop-in starts the SEA through `sh -c 'exec N</dev/null; exec SEA'`, so the
+# SEA inherits a stray descriptor; the probe must then report the leak.
+#
+# --dry-run SOCKET HELPER (host, root): runs the SEA as a plain child against a
+# stand-in supervisor on SOCKET and the given helper binary; it exercises the
+# tracer and the app only and is never acceptance evidence.
+
+import argparse
+import json
+import os
+import pwd
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trace_exec  # noqa: E402
+
+HELPER = '/usr/local/libexec/opencode-pty-client'
+APP_PATH = '/usr/local/bin/opencode-v2'
+SERVICE = 'opencode-v2.service'
+DROPIN_DIR = '/run/systemd/system/opencode-v2.service.d'
+DROPIN = DROPIN_DIR + '/50-node-probe.conf'
+PROBE_DIR = '/run/opencode-node-probe'
+APP_USER = 'byk'
+GATE = '26.4'
+
+
+def sh(*argv, check=True):
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError('%s: exit %d: %s' % (' '.join(argv), r.returncode, r.stdout.strip()))
+    return r.stdout.strip()
+
+
+def wait_for(pred, what, timeout):
+    end = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > end:
+            raise RuntimeError('timed out after %ss waiting for %s' % (timeout, what))
+        time.sleep(0.02)
+
+
+def gate_verdict(version):
+    m = re.match(r'^v(\d+)\.(\d+)\.(\d+)$', version or '')
+    ok = bool(m) and '%s.%s' % (m.group(1), m.group(2)) == GATE
+    return {
+        'required': 'Node %s (exactly)' % GATE,
+        'node_version': version,
+        'satisfied': ok,
+        'statement': ('Node %s satisfies the Node %s gate' % (version, GATE)) if ok else
+                     ('Node %s does not satisfy the Node %s gate: this result is evidence for %s only and '
+                      'never counts for the deployment gate' % (version, GATE, version)),
+    }
+
+
+# ------------------------------------------------------------ dry-run fake ----
+
+def _envelope(obj):
+    b = json.dumps(obj, separators=(',', ':')).encode()
+    return struct.pack('>BBHI', 1, 0x82, 0, len(b)) + b
+
+
+def _answer(c):
+    c.settimeout(10)
+    _, fds, _, _ = socket.recv_fds(c, 70000, 4)
+    for fd in fds:
+        os.close(fd)
+    h = '0123456789abcdef' * 2
+    c.sendall(_envelope({'type': 'started', 'session': h, 'unit': 'opencode-pty-%s.service' % h,
+                         'invocation': h, 'revision': 'a' * 40, 'source': 'b' * 64}))
+    out = b'dry-run\r\n'
+    c.sendall(struct.pack('>BBHI', 1, 0x81, 0, len(out)) + out)
+    c.sendall(_envelope({'type': 'exit', 'code': 3, 'signal': None, 'result': 'exit-code'}))
+    c.shutdown(socket.SHUT_WR)
+    time.sleep(0.1)
+
+
+def fake_supervisor(path, stop):
+    """Stand-in for the dry run: accepts connections, takes START (+ its fd), answers."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(4)
+    srv.settimeout(0.2)
+    while not stop.is_set():
+        try:
+            c, _ = srv.accept()
+        except socket.timeout:
+            continue
+        with c:
+            try:
+                _answer(c)
+            except OSError:
+                pass  # the client went away (e.g. the helper refused to send)
+    srv.close()
+
+
+# ------------------------------------------------------------------ checks ----
+
+def evaluate(trace, app, ctx):
+    checks = []
+
+    def check(name, ok, evidence):
+        checks.append({'name': name, 'ok': bool(ok), 'evidence': evidence})
+
+    target = trace['target']
+    execs = trace['execs']
+    helper_path = ctx['helper']
+    helpers = [e for e in execs if e['exe'] == helper_path]
+    others = [e for e in execs if e['exe'] != helper_path]
+    dir_st = os.stat(ctx['dir'])
+    check('trace: the Node process was traced until it exited',
+          not trace.get('timeout') and str(target) in trace['exits'],
+          'execs=%d forks=%d threads=%d duration=%ss' % (len(execs), trace['forks'], trace['threads'], trace['duration']))
+    check('helper: executed exactly once, by the Node process',
+          len(helpers) == 1 and helpers[0]['ppid'] == target,
+          [(e['pid'], e['ppid'], e['argv'][:6]) for e in helpers])
+    sock_ino = None
+    if helpers:
+        h = helpers[0]
+        fds = {f['fd']: f for f in h['fds']}
+        check('helper: stopped at its first instruction (rip == AT_ENTRY) when its table was read',
+              h.get('at_first_instruction') is True, 'rip=%s AT_ENTRY=%s' % (h.get('rip'), h.get('at_entry')))
+        check('helper: descriptor table is exactly 0,1,2,3,4',
+              sorted(fds) == [0, 1, 2, 3, 4], ['%d -> %s' % (f['fd'], f.get('target')) for f in h['fds']])
+        f3, f4 = fds.get(3, {}), fds.get(4, {})
+        fork = h.get('at_fork') or {}
+        parent = {f['fd']: f for f in fork.get('fds', [])}
+        node_sock = [f for f in parent.values() if f.get('kind') == 'socket' and f.get('ino') == f3.get('ino')]
+        check('helper: fd 3 is a socket the Node process holds (a duplicate of its connection)',
+              f3.get('kind') == 'socket' and len(node_sock) == 1,
+              'fd3=%s, node fd(s) %s' % (f3.get('target'), [f['fd'] for f in node_sock]))
+        sock_ino = f3.get('ino')
+        check('helper: fd 4 is the approved directory (%s)' % ctx['dir'],
+              f4.get('kind') == 'dir' and (f4.get('dev'), f4.get('ino')) == (dir_st.st_dev, dir_st.st_ino),
+              'fd4=%s' % f4.get('target'))
+        node_dir = [f for f in parent.values() if (f.get('dev'), f.get('ino')) == (dir_st.st_dev, dir_st.st_ino)]
+        check('node: its socket and directory descriptors are close-on-exec when it forks the helper',
+              len(node_sock) == 1 and node_sock[0].get('cloexec') is True and
+              len(node_dir) >= 1 and all(f.get('cloexec') is True for f in node_dir),
+              'socket %s; directory %s' % ([(f['fd'], f.get('flags')) for f in node_sock],
+                                           [(f['fd'], f.get('flags')) for f in node_dir]))
+        non_cloexec = [f['fd'] for f in parent.values() if f.get('cloexec') is False]
+        check('node: no descriptor of the Node process lacks close-on-exec at that fork (nothing else can leak)',
+              not non_cloexec, 'inheritable node fds: %s' % non_cloexec)
+        hexit = trace['exits'].get(str(h['pid']), {})
+        check('helper: exited 0 (START frame and directory sent)', hexit.get('status') == 0, hexit)
+    leaks = []
+    for e in others:
+        nums = [f['fd'] for f in e['fds']]
+        bad = [f for f in e['fds'] if f['fd'] > 2 or f.get('ino') == sock_ino or
+               (f.get('dev'), f.get('ino')) == (dir_st.st_dev, dir_st.st_ino)]
+        if bad or nums != [0, 1, 2]:
+            leaks.append({'pid': e['pid'], 'exe': e['exe'], 'fds': ['%d -> %s' % (f['fd'], f.get('target')) for f in e['fds']]})
+    # Unrelated children forked while the Node process held the socket, and
+    # while it held the directory too (the worker thread forks concurrently).
+    def held(e, pred):
+        return any(pred(f) for f in (e.get('at_fork') or {}).get('fds', []))
+    with_socket = [e for e in others if sock_ino is not None and held(e, lambda f: f.get('ino') == sock_ino)]
+    with_dir = [e for e in others if held(e, lambda f: (f.get('dev'), f.get('ino')) == (dir_st.st_dev, dir_st.st_ino))]
+    concurrent = {'forked while node held the socket': len(with_socket),
+                  'forked while node held the directory': len(with_dir)}
+    by_thread = {'main': len([e for e in others if e['argv'][-1:] == ['ls -l /proc/self/fd'] or e['exe'].endswith('/ls')]),
+                 'worker': len([e for e in others if e['argv'][-2:] == ['-c', 'true']])}
+    check('unrelated children: at least one from the main thread and one from a worker thread were observed',
+          by_thread['main'] >= 1 and by_thread['worker'] >= 1, by_thread)
+    check('unrelated children: every one has exactly 0,1,2 and neither the socket nor the directory',
+          not leaks and len(others) > 0, dict(children=len(others), leaks=leaks[:5], **concurrent))
+    check('unrelated children: at least one was forked while the Node process held the socket and the directory',
+          len(with_socket) >= 1 and len(with_dir) >= 1, concurrent)
+    if app is not None:
+        rep = [u for u in app.get('unrelated', [])]
+        check("unrelated children: their own view (ls -l /proc/self/fd) is 0,1,2",
+              rep and all([f['fd'] for f in u.get('fds', [])] == [0, 1, 2] for u in rep),
+              [(u.get('label'), u.get('state'), [f['fd'] for f in u.get('fds', [])]) for u in rep])
+        check('app: ran as a SEA', app.get('isSea') is True, {'isSea': app.get('isSea'), 'execPath': app.get('execPath')})
+        if not ctx.get('dry_run'):
+            ex = app.get('exit', {})
+            check('app: the PTY session ran to its exit status (3) with no error',
+                  ex.get('exitCode') == 3 and ex.get('error') is None, ex)
+            want = 'probe-ok cwd=%s size=30 100' % ctx['dir']
+            check('app: the PTY ran in the approved directory with the requested size',
+                  want in app.get('output', ''), app.get('output', '')[:200])
+            check('app: started envelope named a transient unit',
+                  re.match(r'^opencode-pty-[0-9a-f]{32}\.service$', (app.get('session') or {}).get('unit') or '') is not None,
+                  app.get('session'))
+    return checks
+
+
+# ------------------------------------------------------------------- runs ----
+
+def run_service(sea, leak_fd):
+    u = pwd.getpwnam(APP_USER)
+    shutil.rmtree(PROBE_DIR, ignore_errors=True)
+    os.mkdir(PROBE_DIR, 0o700)
+    os.chown(PROBE_DIR, u.pw_uid, u.pw_gid)
+    os.makedirs(os.path.dirname(APP_PATH), exist_ok=True)
+    shutil.copyfile(sea, APP_PATH + '.tmp')
+    os.chmod(APP_PATH + '.tmp', 0o755)
+    os.chown(APP_PATH + '.tmp', 0, 0)
+    os.rename(APP_PATH + '.tmp', APP_PATH)
+    os.makedirs(DROPIN_DIR, exist_ok=True)
+    lines = ['# vm-tests/node probe (runtime only): the app under test, no readiness gate (vm.gate.* proves it).',
+             '[Service]', 'ExecCondition=', 'Restart=no',
+             'Environment=OPENCODE_PTY_APP_MODE=probe OPENCODE_PTY_PROBE_DIR=%s' % PROBE_DIR]
+    if leak_fd is not None:
+        lines += ['ExecStart=', "ExecStart=/bin/sh -c 'exec %d</dev/null; exec %s'" % (leak_fd, APP_PATH)]
+    with open(DROPIN, 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+    sh('systemctl', 'daemon-reload')
+    sh('systemctl', 'reset-failed', SERVICE, check=False)
+    sh('systemctl', 'start', SERVICE)
+    ready = wait_for(lambda: os.path.exists(PROBE_DIR + '/ready.json') and
+                     json.load(open(PROBE_DIR + '/ready.json')), 'the app to be ready', 30)
+    main_pid = int(sh('systemctl', 'show', '-p', 'MainPID', '--value', SERVICE))
+    ctx = {'helper': HELPER, 'dir': PROBE_DIR, 'service': SERVICE, 'main_pid': main_pid, 'ready': ready}
+    ctx['main_exe'] = os.readlink('/proc/%d/exe' % main_pid)
+    with open('/proc/%d/cgroup' % main_pid) as f:
+        ctx['main_cgroup'] = f.read().strip()
+    ctx['main_uid'] = os.stat('/proc/%d' % main_pid).st_uid
+    ctx['main_fds_before'] = trace_exec.fd_table(main_pid)
+    go = PROBE_DIR + '/go'
+    trace = trace_exec.trace(main_pid, lambda: open(go, 'w').close(), timeout=120)
+    wait_for(lambda: sh('systemctl', 'show', '-p', 'ActiveState', '--value', SERVICE, check=False) in ('inactive', 'failed'),
+             'the service to stop', 30)
+    ctx['service_result'] = sh('systemctl', 'show', '-p', 'Result', '--value', SERVICE, check=False)
+    ctx['service_status'] = sh('systemctl', 'show', '-p', 'ExecMainStatus', '--value', SERVICE, check=False)
+    app = json.load(open(PROBE_DIR + '/app.json')) if os.path.exists(PROBE_DIR + '/app.json') else None
+    os.unlink(DROPIN)
+    sh('systemctl', 'daemon-reload')
+    return trace, app, ctx
+
+
+def run_dry(sea, sock_path, helper, leak_fd):
+    tmp = '/run/opencode-node-probe-dry'
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.mkdir(tmp, 0o700)
+    if os.path.exists(sock_path):
+        os.unlink(sock_path)
+    stop = threading.Event()
+    t = threading.Thread(target=fake_supervisor, args=(sock_path, stop), daemon=True)
+    t.start()
+    wait_for(lambda: os.path.exists(sock_path), 'the stand-in supervisor', 5)
+    env = {'OPENCODE_PTY_APP_MODE': 'probe', 'OPENCODE_PTY_PROBE_DIR': tmp,
+           'OPENCODE_PTY_TEST_SOCKET': sock_path, 'OPENCODE_PTY_TEST_HELPER': helper, 'PATH': '/usr/bin:/bin'}
+    # Like a service: stdio only (close_fds), whatever this process inherited.
+    pass_fds = ()
+    if leak_fd is not None:  # the negative control: one stray inherited descriptor
+        null = os.open('/dev/null', os.O_RDONLY)
+        os.dup2(null, leak_fd, inheritable=True)
+        os.close(null)
+        pass_fds = (leak_fd,)
+    p = subprocess.Popen([sea], env=env, stdin=subprocess.DEVNULL, close_fds=True, pass_fds=pass_fds)
+    if leak_fd is not None:
+        os.close(leak_fd)
+    wait_for(lambda: os.path.exists(tmp + '/ready.json'), 'the app to be ready', 30)
+    trace = trace_exec.trace(p.pid, lambda: open(tmp + '/go', 'w').close(), timeout=60)
+    stop.set()
+    t.join()
+    app = json.load(open(tmp + '/app.json')) if os.path.exists(tmp + '/app.json') else None
+    return trace, app, {'helper': helper, 'dir': tmp, 'main_pid': p.pid, 'dry_run': True}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('sea')
+    ap.add_argument('--out')
+    ap.add_argument('--leak-fd', type=int)
+    ap.add_argument('--dry-run', nargs=2, metavar=('SOCKET', 'HELPER'))
+    a = ap.parse_args()
+    sea = os.path.abspath(a.sea)
+    report = {'probe': 'node-sea-inheritance', 'sea': sea}
+    try:
+        with open(sea, 'rb') as f:
+            import hashlib
+            report['sea_sha256'] = hashlib.sha256(f.read()).hexdigest()
+        v = json.loads(subprocess.run([sea], env={'OPENCODE_PTY_APP_MODE': 'version'}, stdout=subprocess.PIPE,
+                                      check=True).stdout)
+        report['node_version'] = v['version']
+        report['gate'] = gate_verdict(v['version'])
+        if a.dry_run:
+            report['mode'] = 'dry-run (not acceptance evidence)' + (
+                ' with a leaked fd %d (negative control)' % a.leak_fd if a.leak_fd is not None else '')
+            trace, app, ctx = run_dry(sea, a.dry_run[0], os.path.abspath(a.dry_run[1]), a.leak_fd)
+        else:
+            report['mode'] = 'service' + (' with a leaked fd %d (negative control)' % a.leak_fd
+                                          if a.leak_fd is not None else '')
+            trace, app, ctx = run_service(sea, a.leak_fd)
+        report['context'] = ctx
+        report['checks'] = evaluate(trace, app, ctx)
+        if app is not None and app.get('version') != report['node_version']:
+            report['checks'].append({'name': 'app: the traced process reports the same Node version', 'ok': False,
+                                     'evidence': app.get('version')})
+        report['app'] = app
+        report['trace'] = trace
+        report['inheritance_ok'] = all(c['ok'] for c in report['checks'])
+        status = 0 if report['inheritance_ok'] else 1
+    except Exception as e:  # the probe itself could not run
+        report['error'] = '%s: %s' % (type(e).__name__, e)
+        report['inheritance_ok'] = False
+        status = 2
+    text = json.dumps(report, indent=1)
+    if a.out:
+        with open(a.out, 'w') as f:
+            f.write(text + '\n')
+    for c in report.get('checks', []):
+        print('%s  %s' % ('PASS' if c['ok'] else 'FAIL', c['name']))
+    g = report.get('gate', {})
+    print('node %s: %s' % (report.get('node_version'), g.get('statement', '?')))
+    print('inheritance: %s%s' % ('PROVEN' if report['inheritance_ok'] else 'NOT PROVEN',
+                                 (' (' + report['error'] + ')') if 'error' in report else ''))
+    return status
+
+
+if __name__ == '__main__':
+    sys.exit(main())
