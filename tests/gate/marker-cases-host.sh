@@ -16,7 +16,7 @@ command -v dash >/dev/null || { echo "FAIL: dash is not installed"; exit 1; }
 . "$here/../../vm-tests/gate/marker-cases.sh"
 
 R=$(mktemp -d /run/opencode-gate-test.XXXXXX) || { echo "FAIL: cannot make a directory in /run"; exit 1; }
-trap 'rm -rf -- "$R"' EXIT
+trap 'gate_cleanup 2>/dev/null; rm -rf -- "$R"' EXIT
 chmod 0755 "$R"
 mkdir -p "$R/usr/local/libexec" "$R/etc/opencode" "$R/pristine"
 chmod 0755 "$R/usr" "$R/usr/local" "$R/usr/local/libexec" "$R/etc" "$R/etc/opencode"

@@ -320,4 +320,5 @@ else fail "uninstall: /usr/local, /etc/systemd/system, /etc/sysctl.d, /var/lib/o
 if [ "$(prop opencode-pty-supervisor.socket LoadState)" = not-found ] && [ "$(prop $APP LoadState)" = not-found ]; then
   pass "uninstall: systemd no longer knows the units"; else fail "uninstall: systemd no longer knows the units" "$(prop $APP LoadState)"; fi
 
+gate_cleanup
 checks_done

@@ -22,16 +22,19 @@ GATE_BINS="opencode-pty-supervisor opencode-pty-launcher opencode-pty-client"
 gate_verifier() { printf '%s' "$GATE_LIBEXEC/opencode-pty-verify-readiness"; }
 gate_marker() { printf '%s' "$GATE_MARKER_DIR/pty-supervisor-verified"; }
 
-# The revision line embedded in the verifier under test.
+# The revision line embedded in the verifier under test (read once).
 gate_revision() {
-  sed -n "s/^EXPECTED_REVISION='\(revision=[^']*\)'\$/\1/p" "$(gate_verifier)"
+  if [ -z "${GATE_REV:-}" ]; then
+    GATE_REV=$(sed -n "s/^EXPECTED_REVISION='\(revision=[^']*\)'\$/\1/p" "$(gate_verifier)")
+  fi
+  printf '%s' "$GATE_REV"
 }
 
 # The good marker content for the installed binaries, on stdout.
 gate_good_marker() {
   printf '%s\n' "$(gate_revision)"
-  (cd / && sha256sum -- "$GATE_LIBEXEC/opencode-pty-supervisor" \
-    "$GATE_LIBEXEC/opencode-pty-launcher" "$GATE_LIBEXEC/opencode-pty-client")
+  sha256sum -- "$GATE_LIBEXEC/opencode-pty-supervisor" \
+    "$GATE_LIBEXEC/opencode-pty-launcher" "$GATE_LIBEXEC/opencode-pty-client"
 }
 
 # gate_put_marker: write stdin as the marker, root:root 0644, by rename.
@@ -40,36 +43,33 @@ gate_put_marker() {
   cat > "$m.new" && chown 0:0 "$m.new" && chmod 0644 "$m.new" && mv -f -T "$m.new" "$m"
 }
 
-# gate_reset: the good state. Binaries restored from the pristine copies and
-# fixed to root:root 0755, directories to root-owned 0755, then a fresh
-# good marker (written last, so nothing installed is newer than it).
+# gate_reset: the good state. Binaries copied again from the local pristine
+# copies, everything root-owned with its mode, then a fresh good marker
+# (written last, so nothing installed is newer than it). Few processes: the
+# VM runs this ~150 times under software emulation.
 gate_reset() {
-  local d b m
+  local m d mode
   m=$(gate_marker)
-  for d in "${GATE_DIRS[@]}"; do
-    chown 0:0 "$d" && chmod "${GATE_DIR_MODE[$d]}" "$d"
+  chown 0:0 "${GATE_DIRS[@]}"
+  for mode in "${!GATE_DIRS_BY_MODE[@]}"; do
+    # shellcheck disable=SC2086
+    chmod "$mode" ${GATE_DIRS_BY_MODE[$mode]}
   done
-  for b in $GATE_BINS; do
-    if ! cmp -s "$GATE_PRISTINE/$b" "$GATE_LIBEXEC/$b" || [ -L "$GATE_LIBEXEC/$b" ]; then
-      rm -f "$GATE_LIBEXEC/$b"
-      cp "$GATE_PRISTINE/$b" "$GATE_LIBEXEC/$b"
-    fi
-    chown 0:0 "$GATE_LIBEXEC/$b" && chmod 0755 "$GATE_LIBEXEC/$b"
-  done
-  chown 0:0 "$(gate_verifier)" && chmod 0755 "$(gate_verifier)"
-  rm -rf "$m" "$m.new" "$GATE_MARKER_DIR/good-copy"
+  rm -rf "$m" "$m.new" "$GATE_MARKER_DIR/good-copy" "$GATE_LIBEXEC/client.real" \
+    "$GATE_LIBEXEC/opencode-pty-supervisor" "$GATE_LIBEXEC/opencode-pty-launcher" "$GATE_LIBEXEC/opencode-pty-client"
+  cp -t "$GATE_LIBEXEC" "$GATE_LOCAL_PRISTINE/opencode-pty-supervisor" \
+    "$GATE_LOCAL_PRISTINE/opencode-pty-launcher" "$GATE_LOCAL_PRISTINE/opencode-pty-client"
+  chown 0:0 "$GATE_LIBEXEC"/opencode-pty-{supervisor,launcher,client,verify-readiness}
+  chmod 0755 "$GATE_LIBEXEC"/opencode-pty-{supervisor,launcher,client,verify-readiness}
   if [ -n "${GATE_YAMA_FILE:-}" ]; then echo 2 > "$GATE_YAMA_FILE"; fi
   gate_good_marker | gate_put_marker
 }
 
-# gate_run: run the verifier under dash; sets GATE_RC and GATE_ERR (stderr).
+# gate_run: run the verifier under dash; sets GATE_RC, GATE_OUT and GATE_ERR.
 gate_run() {
-  local out
-  out=$(mktemp)
-  GATE_OUT=$(dash "$(gate_verifier)" 2> "$out")
+  GATE_OUT=$(dash "$(gate_verifier)" 2> "$GATE_ERRFILE")
   GATE_RC=$?
-  GATE_ERR=$(cat "$out")
-  rm -f "$out"
+  GATE_ERR=$(< "$GATE_ERRFILE")
 }
 
 expect_ready() { # NAME
@@ -84,15 +84,14 @@ expect_ready() { # NAME
 # expect_deny NAME FIXED-TEXT: exit 1, exactly one stderr line, that line is
 # "<tag>: not ready: ..." and contains FIXED-TEXT; nothing on stdout.
 expect_deny() {
-  local name=$1 want=$2 nlines
+  local name=$1 want=$2
   gate_run
-  nlines=$(printf '%s\n' "$GATE_ERR" | wc -l)
   if [ "$GATE_RC" -ne 1 ]; then
     fail "$name" "expected exit 1 (skip), got $GATE_RC: $GATE_ERR"
   elif [ -n "$GATE_OUT" ]; then
     fail "$name" "denial wrote to stdout: $GATE_OUT"
-  elif [ -z "$GATE_ERR" ] || [ "$nlines" -ne 1 ]; then
-    fail "$name" "expected one line on stderr, got $nlines: $GATE_ERR"
+  elif [ -z "$GATE_ERR" ] || [[ $GATE_ERR == *$'\n'* ]]; then
+    fail "$name" "expected one line on stderr, got: $GATE_ERR"
   else
     case $GATE_ERR in
       "$GATE_TAG: not ready: "*"$want"*) pass "$name" "$GATE_ERR" ;;
@@ -122,13 +121,22 @@ other_hex() { # LENGTH: a lowercase hex string of that length, not the real one
 }
 
 run_marker_cases() {
-  local m rev git src b i uid_line
+  local m rev git src b i d mode
   m=$(gate_marker)
 
-  # Directories the cases change, with the modes gate_reset restores.
-  declare -gA GATE_DIR_MODE=()
+  # Directories the cases change, grouped by the modes gate_reset restores.
+  declare -gA GATE_DIRS_BY_MODE=()
   GATE_DIRS=("$GATE_LIBEXEC" "$(dirname "$GATE_LIBEXEC")" "$(dirname "$(dirname "$GATE_LIBEXEC")")" "$GATE_MARKER_DIR")
-  for d in "${GATE_DIRS[@]}"; do GATE_DIR_MODE[$d]=$(stat -c %a "$d"); done
+  for d in "${GATE_DIRS[@]}"; do
+    mode=$(stat -c %a "$d")
+    GATE_DIRS_BY_MODE[$mode]="${GATE_DIRS_BY_MODE[$mode]:-} $d"
+  done
+  # Local copies of the pristine binaries and a scratch file for stderr.
+  GATE_LOCAL_PRISTINE=$(mktemp -d /var/tmp/gate-pristine.XXXXXX)
+  cp "$GATE_PRISTINE/opencode-pty-supervisor" "$GATE_PRISTINE/opencode-pty-launcher" \
+    "$GATE_PRISTINE/opencode-pty-client" "$GATE_LOCAL_PRISTINE/"
+  GATE_ERRFILE=$GATE_LOCAL_PRISTINE/stderr
+  GATE_REV=
 
   rev=$(gate_revision)
   case $rev in
@@ -252,7 +260,6 @@ extra'
   expect_deny "binary: client missing" "$GATE_LIBEXEC/opencode-pty-client is missing"
   gate_reset; mv "$GATE_LIBEXEC/opencode-pty-client" "$GATE_LIBEXEC/client.real"; ln -s client.real "$GATE_LIBEXEC/opencode-pty-client"
   expect_deny "binary: client is a symlink" "$GATE_LIBEXEC/opencode-pty-client is a symlink"
-  rm -f "$GATE_LIBEXEC/client.real"
 
   # -- the directories: libexec and its parents, the marker's directory --
   local parent grandparent
@@ -291,3 +298,6 @@ extra'
 
   gate_reset
 }
+
+# gate_cleanup: remove the local copies (call after the last gate_reset/gate_run).
+gate_cleanup() { rm -rf -- "$GATE_LOCAL_PRISTINE"; }
