@@ -188,6 +188,7 @@ int SendFrame(int sock, int dir, const uint8_t* data, size_t len) {
     if (!WaitWritable(sock)) return SendFailed(errno);
   }
   if (n < 0) return SendFailed(int(-n));
+  if (n == 0) return SendFailed(EPIPE);  // the descriptor must have gone with a byte
   for (size_t sent = size_t(n); sent < len;) {
     n = send(sock, data + sent, len - sent, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;

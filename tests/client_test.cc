@@ -3,6 +3,7 @@
 // opened directory, nothing else), and the other end is read with the common
 // codec (RecvWithFd, DecodeFrame, ParseStartPayload). The syscall audit runs
 // the same binary under strace -f.
+#include <elf.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -669,6 +670,23 @@ TEST_F(ClientTest, SyscallAuditOfFailures) {
     EXPECT_EQ(Names(calls).count("sendto"), 0u);
   }
   ExpectNothingSent();
+}
+
+// The helper is a static executable: no PT_INTERP, no PT_DYNAMIC.
+TEST(ClientBinary, IsStaticallyLinked) {
+  std::ifstream in(CLIENT_PATH, std::ios::binary);
+  Elf64_Ehdr eh;
+  ASSERT_TRUE(in.read(reinterpret_cast<char*>(&eh), sizeof eh));
+  ASSERT_EQ(memcmp(eh.e_ident, ELFMAG, SELFMAG), 0);
+  EXPECT_EQ(eh.e_type, ET_EXEC);
+  ASSERT_GT(eh.e_phnum, 0);
+  for (int i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    in.seekg(std::streamoff(eh.e_phoff + uint64_t(i) * eh.e_phentsize));
+    ASSERT_TRUE(in.read(reinterpret_cast<char*>(&ph), sizeof ph));
+    EXPECT_NE(ph.p_type, uint32_t(PT_INTERP));
+    EXPECT_NE(ph.p_type, uint32_t(PT_DYNAMIC));
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // "command" is either a real program (touch, sh, stty) or tests/probe, which
 // reports what it received. Nothing is mocked: the real /usr/bin/script and
 // /bin/sh run in between.
+#include <elf.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -21,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -107,9 +109,10 @@ class LauncherTest : public ::testing::Test {
   // the launcher must not pass on.
   Outcome Run(const std::vector<std::string>& args, std::vector<std::string> env = {},
               int fd2 = -1, std::vector<int> strays = {}, bool all_stdio_socket = false,
-              bool careless_signals = false) {
+              bool careless_signals = false, std::vector<std::string> wrapper = {}) {
     if (env.empty()) env = SystemdEnv();
-    std::vector<std::string> argv_s = {LAUNCHER_PATH};
+    std::vector<std::string> argv_s = wrapper;  // e.g. strace and its options
+    argv_s.push_back(LAUNCHER_PATH);
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv, envp;
     for (auto& s : argv_s) argv.push_back(s.data());
@@ -152,7 +155,7 @@ class LauncherTest : public ::testing::Test {
       if (drop && (setgroups(0, nullptr) != 0 || setresgid(kNobody, kNobody, kNobody) != 0 ||
                    setresuid(kNobody, kNobody, kNobody) != 0))
         _exit(252);
-      execve(LAUNCHER_PATH, argv.data(), envp.data());
+      execve(argv[0], argv.data(), envp.data());
       _exit(253);
     }
     theirs.reset();
@@ -628,5 +631,96 @@ TEST_F(LauncherTest, DeathBySignalIs128PlusN) {
     EXPECT_EQ(o.code(), 128 + sig) << "signal " << sig << ": " << o.output;
   }
 }
+
+// ---------------------------------------------------------------------------
+// The exec chain, observed with strace -f -xx (every string in hex): exactly
+// script with its fixed argv and the fixed environment plus the one temporary
+// value, then sh, then the launcher from fd 3, then the command with argv and
+// environment exactly as documented.
+
+struct Exec {
+  std::string path;
+  std::vector<std::string> argv, env;
+};
+
+std::vector<std::string> HexStrings(const std::string& list) {
+  std::vector<std::string> out;
+  static const std::regex kString(R"re("((?:\\x[0-9a-f]{2})*)")re");
+  for (std::sregex_iterator it(list.begin(), list.end(), kString), end; it != end; ++it) {
+    std::string hex = (*it)[1], raw;
+    for (size_t i = 0; i + 3 < hex.size() + 1; i += 4) raw.push_back(char(std::stoi(hex.substr(i + 2, 2), nullptr, 16)));
+    out.push_back(raw);
+  }
+  return out;
+}
+
+std::vector<Exec> ExecsFromStrace(const std::string& path) {
+  std::vector<Exec> execs;
+  std::ifstream in(path);
+  std::string line;
+  static const std::regex kExecve(R"re(^\d+\s+execve\(("[^"]*"), \[([^\]]*)\], \[([^\]]*)\]\) = 0$)re");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, kExecve)) continue;
+    Exec e;
+    e.path = HexStrings(m[1].str()).at(0);
+    e.argv = HexStrings(m[2].str());
+    e.env = HexStrings(m[3].str());
+    std::sort(e.env.begin(), e.env.end());
+    execs.push_back(e);
+  }
+  return execs;
+}
+
+TEST_F(LauncherTest, ExecChainIsExactlyScriptShLauncherCommand) {
+  std::string log = dir_ + "/strace.log";
+  std::vector<std::string> argv = {PROBE_PATH, "two words", "$(x)", ""};
+  std::vector<std::string> encoded = Encode(argv);
+  Outcome o = Run(encoded, {}, -1, {}, false, false,
+                  {"/usr/bin/strace", "-f", "-qq", "-xx", "-v", "-s", "1000000", "-e", "trace=execve", "-o", log});
+  EXPECT_EQ(o.code(), 0) << o.output;
+  std::vector<Exec> execs = ExecsFromStrace(log);
+  ASSERT_EQ(execs.size(), 6u) << "launcher, script, sh -c, sh -i, launcher --exec, command";
+  EXPECT_EQ(execs[0].path, LAUNCHER_PATH);
+
+  std::string joined;
+  for (auto& e : encoded) joined += (joined.empty() ? "" : " ") + e;
+  EXPECT_EQ(execs[1].path, "/usr/bin/script");
+  EXPECT_EQ(execs[1].argv, (std::vector<std::string>{"script", "-q", "-e", "-f", "-c",
+                                                     "/bin/sh -i -c 'exec /proc/self/fd/3 --exec'", "/dev/null"}));
+  // No SHELL: script would run "$SHELL -c" (the user's login shell) instead of /bin/sh.
+  EXPECT_EQ(execs[1].env, (std::vector<std::string>{"COLUMNS=120", "HOME=/nonexistent", "LANG=C.UTF-8", "LINES=40",
+                                                    "LOGNAME=nobody", "OPENCODE_PTY_ARGV=" + joined,
+                                                    "PATH=/usr/local/bin:/usr/bin:/bin", "TERM=xterm-256color",
+                                                    "USER=nobody"}));
+  EXPECT_EQ(execs[2].path, "/bin/sh");
+  EXPECT_EQ(execs[2].argv, (std::vector<std::string>{"sh", "-c", "/bin/sh -i -c 'exec /proc/self/fd/3 --exec'"}));
+  EXPECT_EQ(execs[3].path, "/bin/sh");
+  EXPECT_EQ(execs[3].argv, (std::vector<std::string>{"/bin/sh", "-i", "-c", "exec /proc/self/fd/3 --exec"}));
+  EXPECT_EQ(execs[4].path, "/proc/self/fd/3");
+  EXPECT_EQ(execs[4].argv, (std::vector<std::string>{"/proc/self/fd/3", "--exec"}));
+  EXPECT_EQ(execs[5].path, PROBE_PATH);
+  EXPECT_EQ(execs[5].argv, argv);
+  EXPECT_EQ(execs[5].env, (std::vector<std::string>{"COLUMNS=120", "HOME=/nonexistent", "LANG=C.UTF-8", "LINES=40",
+                                                    "LOGNAME=nobody", "PATH=/usr/local/bin:/usr/bin:/bin",
+                                                    "SHELL=/bin/sh", "TERM=xterm-256color", "USER=nobody"}));
+}
+
+// Both helpers are static executables: no PT_INTERP, no PT_DYNAMIC.
+bool IsStaticElf(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  Elf64_Ehdr eh;
+  if (!in.read(reinterpret_cast<char*>(&eh), sizeof eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return false;
+  for (int i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    in.seekg(std::streamoff(eh.e_phoff + uint64_t(i) * eh.e_phentsize));
+    if (!in.read(reinterpret_cast<char*>(&ph), sizeof ph)) return false;
+    if (ph.p_type == PT_INTERP || ph.p_type == PT_DYNAMIC) return false;
+  }
+  return eh.e_type == ET_EXEC;
+}
+
+TEST(LauncherBinary, IsStaticallyLinked) { EXPECT_TRUE(IsStaticElf(LAUNCHER_PATH)); }
+TEST(LauncherBinary, ProbeIsNotStaticSoTheCheckCanFail) { EXPECT_FALSE(IsStaticElf(PROBE_PATH)); }
 
 }  // namespace
