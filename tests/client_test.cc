@@ -41,7 +41,7 @@ namespace limits = opencode::limits;
 // Exit statuses of the helper (client/main.cc, docs/PROTOCOL.md section 9).
 constexpr int kOk = 0, kSocketMissing = 10, kNotSocket = 11, kSocketFamily = 12,
               kSocketType = 13, kNotConnected = 14, kDirMissing = 15, kNotDirectory = 16,
-              kExtraFd = 18, kUsage = 20, kBadSize = 21, kArgc = 22, kArgTooLong = 23,
+              kExtraFd = 18, kFdAudit = 19, kUsage = 20, kBadSize = 21, kArgc = 22, kArgTooLong = 23,
               kArgvTooLong = 24, kEmptyCommand = 25, kPeerClosed = 27;
 
 struct Spawn {
@@ -445,6 +445,19 @@ TEST_F(ClientTest, ExtraDescriptorFoundWithSmallSoftLimit) {
   EXPECT_EQ(ok.code(), kOk) << ok.err;
   Received got = ReadAll(app_.get());
   ExpectOneStartFrame(got);
+}
+
+TEST_F(ClientTest, UnauditableDescriptorTableIsRefused) {
+  // A soft limit of 0 leaves poll() no room for a single entry.
+  Spawn s;
+  s.nofile_soft = 0;
+  s.nofile_hard = 4096;
+  s.args = {"--", "sh"};
+  s.fd3 = helper_end_.get();
+  s.fd4 = dir_.get();
+  Result r = RunHelper(s);
+  EXPECT_EQ(r.code(), kFdAudit) << r.err;
+  ExpectNothingSent();
 }
 
 // ---------------------------------------------------------------------------

@@ -41,7 +41,7 @@ namespace limits = opencode::limits;
 namespace fs = std::filesystem;
 
 // Exit statuses of the launcher (launcher/main.cc, docs/SECURITY.md).
-constexpr int kNotDirectory = 100, kArgc = 103, kEncodedTooLong = 104, kBadPrefix = 105,
+constexpr int kNotDirectory = 100, kChdir = 101, kDupStderr = 102, kArgc = 103, kEncodedTooLong = 104, kBadPrefix = 105,
               kBadAlphabet = 106, kBadLength = 107, kNonCanonical = 108, kArgTooLong = 109,
               kArgvTooLong = 110, kEmptyCommand = 111, kNulByte = 112, kWindowSize = 113,
               kHome = 114, kUserName = 115, kNoArgv = 119, kNotTty = 120,
@@ -76,6 +76,25 @@ struct Report {
   std::map<int, std::string> ttys;   // fd -> ttyname or "-"
 };
 
+// How to start the launcher; the defaults are what systemd does in a PTY unit.
+struct LaunchOptions {
+  std::vector<std::string> env{};      // empty: LauncherTest::SystemdEnv()
+  int fd2 = -1;                        // fd 2: -1 the work directory, -2 closed, else this fd
+  std::vector<int> strays{};           // leaked copies of the stream/directory at these fds
+  bool all_stdio_socket = false;       // fd 2 = the stream too (--exec mode tests)
+  bool close_stdout = false;           // fd 1 closed
+  bool careless_signals = false;       // start with blocked and ignored signals
+  std::vector<std::string> wrapper{};  // e.g. strace and its options
+};        // empty: SystemdEnv()
+  int fd2 = -1;                        // fd 2: -1 the work directory, -2 closed, else this fd
+  std::vector<int> strays{};             // leaked copies of the stream/directory at these fds
+  bool all_stdio_socket = false;       // fd 2 = the stream too (--exec mode tests)
+  bool close_stdout = false;           // fd 1 closed
+  bool careless_signals = false;       // start with blocked and ignored signals
+  std::vector<std::string> wrapper{};    // e.g. strace and its options
+};
+
+
 class LauncherTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -104,12 +123,14 @@ class LauncherTest : public ::testing::Test {
             "ENV=" + dir_ + "/evil-env", "BASH_ENV=" + dir_ + "/evil-env"};
   }
 
-  // Runs the launcher like systemd: fd 0 = fd 1 = the stream, fd 2 = the
-  // directory (or `fd2` if given, -2 = closed), `strays` = extra descriptors
-  // the launcher must not pass on.
-  Outcome Run(const std::vector<std::string>& args, std::vector<std::string> env = {},
-              int fd2 = -1, std::vector<int> strays = {}, bool all_stdio_socket = false,
-              bool careless_signals = false, std::vector<std::string> wrapper = {}) {
+  // Runs the launcher like systemd: fd 0 = fd 1 = one end of a socketpair,
+  // fd 2 = the directory, then reads the other end to EOF.
+  Outcome Run(const std::vector<std::string>& args, const LaunchOptions& opt = {}) {
+    std::vector<std::string> env = opt.env;
+    int fd2 = opt.fd2;
+    const std::vector<int>& strays = opt.strays;
+    bool all_stdio_socket = opt.all_stdio_socket, careless_signals = opt.careless_signals;
+    const std::vector<std::string>& wrapper = opt.wrapper;
     if (env.empty()) env = SystemdEnv();
     std::vector<std::string> argv_s = wrapper;  // e.g. strace and its options
     argv_s.push_back(LAUNCHER_PATH);
@@ -133,6 +154,7 @@ class LauncherTest : public ::testing::Test {
     if (pid == 0) {
       // Child: only async-signal-safe calls from here to execve.
       if (dup2(theirs.get(), 0) < 0 || dup2(theirs.get(), 1) < 0) _exit(250);
+      if (opt.close_stdout) close(1);
       if (all_stdio_socket) {
         if (dup2(theirs.get(), 2) < 0) _exit(250);
       } else if (dir == -2) {
@@ -370,12 +392,37 @@ TEST_F(LauncherTest, RejectsEncodedArgvAboveBound) {
 TEST_F(LauncherTest, RejectsStderrThatIsNotADirectory) {
   UniqueFd file(open((dir_ + "/plain").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   ASSERT_TRUE(file.valid());
-  Outcome o = Run(TouchMarker(), {}, file.get());
+  Outcome o = Run(TouchMarker(), {.fd2 = file.get()});
   EXPECT_EQ(o.code(), kNotDirectory) << o.output;
   EXPECT_NE(o.output.find("fd 2 is not a directory"), std::string::npos) << o.output;
   EXPECT_FALSE(Exists("marker"));
-  Outcome closed = Run(TouchMarker(), {}, -2);
+  Outcome closed = Run(TouchMarker(), {.fd2 = -2});
   EXPECT_EQ(closed.code(), kNotDirectory) << closed.output;
+  EXPECT_FALSE(Exists("marker"));
+}
+
+TEST_F(LauncherTest, RejectsADirectoryItCannotEnter) {
+  // Opened by the test (as root, or as its owner), but not searchable by the
+  // user the launcher runs as: fchdir fails and nothing runs.
+  std::string locked = dir_ + "/locked";
+  ASSERT_EQ(mkdir(locked.c_str(), 0755), 0);
+  UniqueFd fd(open(locked.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  if (geteuid() == 0) {
+    ASSERT_EQ(chown(locked.c_str(), 0, 0), 0);  // root-owned 0700: closed to 65534
+    ASSERT_EQ(chmod(locked.c_str(), 0700), 0);
+  } else {
+    ASSERT_EQ(chmod(locked.c_str(), 0600), 0);  // no search bit for its own owner
+  }
+  Outcome o = Run(TouchMarker(), {.fd2 = fd.get()});
+  EXPECT_EQ(o.code(), kChdir) << o.output;
+  EXPECT_NE(o.output.find("cannot enter the directory on fd 2"), std::string::npos) << o.output;
+  EXPECT_FALSE(Exists("marker"));
+}
+
+TEST_F(LauncherTest, RejectsAClosedStdout) {
+  Outcome o = Run(TouchMarker(), {.close_stdout = true});
+  EXPECT_EQ(o.code(), kDupStderr) << o.output;
   EXPECT_FALSE(Exists("marker"));
 }
 
@@ -398,7 +445,7 @@ TEST_F(LauncherTest, RejectsMalformedEnvironment) {
     std::vector<std::string> env = SystemdEnv();
     for (auto& e : env)
       if (e.rfind(c.var + "=", 0) == 0) e = c.var + "=" + c.value;
-    Outcome o = Run(TouchMarker(), env);
+    Outcome o = Run(TouchMarker(), {.env = env});
     EXPECT_EQ(o.code(), c.status) << c.var << "=" << c.value << ": " << o.output;
     EXPECT_FALSE(Exists("marker")) << c.var << "=" << c.value;
   }
@@ -425,7 +472,7 @@ TEST_F(LauncherTest, ExecModeRejectsBeforeRunning) {
   };
   for (const Case& c : cases) {
     std::vector<std::string> env = c.env;
-    Outcome o = Run({"--exec"}, env, -1, {}, /*all_stdio_socket=*/true);
+    Outcome o = Run({"--exec"}, {.env = env, .all_stdio_socket = true});
     EXPECT_EQ(o.code(), c.status) << (env.empty() ? "" : env.back()) << ": " << o.output;
     EXPECT_FALSE(Exists("marker"));
   }
@@ -485,7 +532,7 @@ TEST_F(LauncherTest, ArgvAtEveryBoundIsAccepted) {
 TEST_F(LauncherTest, CommandRunsOnATerminalInTheDirectoryWithTheFixedEnvironment) {
   std::ofstream(dir_ + "/evil-env") << "touch " << dir_ << "/env-ran\n";
   // Leaked duplicates of the stream and the directory must not reach the command.
-  Outcome o = Run(Encode({PROBE_PATH}), {}, -1, {3, 4, 9, 42});
+  Outcome o = Run(Encode({PROBE_PATH}), {.strays = {3, 4, 9, 42}});
   EXPECT_EQ(o.code(), 0) << o.output;
   EXPECT_NE(o.output.find("probe-done"), std::string::npos) << o.output;
   Report r = ReadReport();
@@ -533,18 +580,18 @@ TEST_F(LauncherTest, CommandRunsOnATerminalInTheDirectoryWithTheFixedEnvironment
 // Ignored dispositions and the blocked mask survive execve (and script passes
 // its own start-up mask to its child): the command must still start clean.
 TEST_F(LauncherTest, CommandStartsWithDefaultSignalState) {
-  Outcome o = Run(Encode({PROBE_PATH}), {}, -1, {}, false, /*careless_signals=*/true);
+  Outcome o = Run(Encode({PROBE_PATH}), {.careless_signals = true});
   EXPECT_EQ(o.code(), 0) << o.output;
   Report r = ReadReport();
   ASSERT_TRUE(r.present) << o.output;
   EXPECT_EQ(r.sigblk, "0000000000000000");
   EXPECT_EQ(r.sigign, "0000000000000000");
-  Outcome t = Run(Encode({"/bin/sh", "-c", "kill -TERM $$; sleep 5"}), {}, -1, {}, false, true);
+  Outcome t = Run(Encode({"/bin/sh", "-c", "kill -TERM $$; sleep 5"}), {.careless_signals = true});
   EXPECT_EQ(t.code(), 128 + SIGTERM) << t.output;
 }
 
 TEST_F(LauncherTest, AbsentIdentityStaysAbsentAndSizeDefaults) {
-  Outcome o = Run(Encode({PROBE_PATH}), {"PATH=/bin"});
+  Outcome o = Run(Encode({PROBE_PATH}), {.env = {"PATH=/bin"}});
   EXPECT_EQ(o.code(), 0) << o.output;
   Report r = ReadReport();
   ASSERT_TRUE(r.present) << o.output;
@@ -562,14 +609,14 @@ TEST_F(LauncherTest, SttySizeShowsTheRequestedSize) {
     if (e.rfind("COLUMNS=", 0) == 0) e = "COLUMNS=132";
     if (e.rfind("LINES=", 0) == 0) e = "LINES=43";
   }
-  Outcome o = Run(Encode({"stty", "size"}), env);
+  Outcome o = Run(Encode({"stty", "size"}), {.env = env});
   EXPECT_EQ(o.code(), 0) << o.output;
   EXPECT_NE(o.output.find("43 132\r\n"), std::string::npos) << o.output;
-  Outcome d = Run(Encode({"stty", "size"}), {"HOME=/nonexistent"});
+  Outcome d = Run(Encode({"stty", "size"}), {.env = {"HOME=/nonexistent"}});
   EXPECT_EQ(d.code(), 0) << d.output;
   EXPECT_NE(d.output.find("24 80\r\n"), std::string::npos) << d.output;
   Outcome m = Run(Encode({"/bin/sh", "-c", "stty size; echo \"$COLUMNS x $LINES\""}),
-                  {"COLUMNS=1000", "LINES=1"});
+                  {.env = {"COLUMNS=1000", "LINES=1"}});
   EXPECT_EQ(m.code(), 0) << m.output;
   EXPECT_NE(m.output.find("1 1000\r\n1000 x 1\r\n"), std::string::npos) << m.output;
 }
@@ -676,8 +723,7 @@ TEST_F(LauncherTest, ExecChainIsExactlyScriptShLauncherCommand) {
   std::string log = dir_ + "/strace.log";
   std::vector<std::string> argv = {PROBE_PATH, "two words", "$(x)", ""};
   std::vector<std::string> encoded = Encode(argv);
-  Outcome o = Run(encoded, {}, -1, {}, false, false,
-                  {"/usr/bin/strace", "-f", "-qq", "-xx", "-v", "-s", "1000000", "-e", "trace=execve", "-o", log});
+  Outcome o = Run(encoded, {.wrapper = {"/usr/bin/strace", "-f", "-qq", "-xx", "-v", "-s", "1000000", "-e", "trace=execve", "-o", log}});
   EXPECT_EQ(o.code(), 0) << o.output;
   std::vector<Exec> execs = ExecsFromStrace(log);
   ASSERT_EQ(execs.size(), 6u) << "launcher, script, sh -c, sh -i, launcher --exec, command";
