@@ -85,15 +85,7 @@ struct LaunchOptions {
   bool close_stdout = false;           // fd 1 closed
   bool careless_signals = false;       // start with blocked and ignored signals
   std::vector<std::string> wrapper{};  // e.g. strace and its options
-};        // empty: SystemdEnv()
-  int fd2 = -1;                        // fd 2: -1 the work directory, -2 closed, else this fd
-  std::vector<int> strays{};             // leaked copies of the stream/directory at these fds
-  bool all_stdio_socket = false;       // fd 2 = the stream too (--exec mode tests)
-  bool close_stdout = false;           // fd 1 closed
-  bool careless_signals = false;       // start with blocked and ignored signals
-  std::vector<std::string> wrapper{};    // e.g. strace and its options
 };
-
 
 class LauncherTest : public ::testing::Test {
  protected:
