@@ -38,7 +38,7 @@ using opencode::ErrorCode;
 using opencode::UniqueFd;
 namespace limits = opencode::limits;
 
-// Exit statuses of the launcher's own failures (docs/SECURITY.md). 100..121
+// Exit statuses of the launcher's own failures (docs/SECURITY.md). 100..122
 // stay clear of a shell's 126/127 and 128+n, and of systemd's 200..245.
 enum Exit : int {
   kExitNotDirectory = 100,   // fd 2 is not an open directory
@@ -125,7 +125,8 @@ int ExitForCodec(ErrorCode e) {
     case ErrorCode::kBadPrefix: return Fail(kExitBadPrefix, "argument rejected: bad_prefix");
     case ErrorCode::kBadAlphabet: return Fail(kExitBadAlphabet, "argument rejected: bad_alphabet");
     case ErrorCode::kBadLength: return Fail(kExitBadLength, "argument rejected: bad_length");
-    default: return Fail(kExitNonCanonical, "argument rejected: non_canonical");
+    case ErrorCode::kNonCanonical: return Fail(kExitNonCanonical, "argument rejected: non_canonical");
+    default: return Fail(kExitNonCanonical, "argument rejected");  // DecodeArg has no other code
   }
 }
 
