@@ -50,6 +50,8 @@ gate_reset; rm -f "$GATE_YAMA_FILE"
 expect_deny "yama: absent from the kernel" "Yama is not active in this kernel"
 gate_reset; echo 3 > "$GATE_YAMA_FILE"
 expect_ready "yama: ptrace_scope 3 is stronger than 2"
+gate_reset; printf 2 > "$GATE_YAMA_FILE"
+expect_ready "yama: 2 without a newline (/proc/sys ends a byte-wise read early)"
 gate_reset; echo x > "$GATE_YAMA_FILE"
 expect_deny "yama: not a number" "unexpected Yama ptrace_scope value"
 gate_reset

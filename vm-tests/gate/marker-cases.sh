@@ -37,10 +37,11 @@ gate_good_marker() {
     "$GATE_LIBEXEC/opencode-pty-launcher" "$GATE_LIBEXEC/opencode-pty-client"
 }
 
-# gate_put_marker: write stdin as the marker, root:root 0644, by rename.
+# gate_put_marker: write stdin as the marker, by rename; root:root 0644
+# because root writes it under umask 022 (set by run_marker_cases).
 gate_put_marker() {
   local m; m=$(gate_marker)
-  cat > "$m.new" && chown 0:0 "$m.new" && chmod 0644 "$m.new" && mv -f -T "$m.new" "$m"
+  cat > "$m.new" && mv -f -T "$m.new" "$m"
 }
 
 # gate_reset: the good state. Binaries copied again from the local pristine
@@ -48,21 +49,21 @@ gate_put_marker() {
 # (written last, so nothing installed is newer than it). Few processes: the
 # VM runs this ~150 times under software emulation.
 gate_reset() {
-  local m d mode
+  local m mode files
   m=$(gate_marker)
-  chown 0:0 "${GATE_DIRS[@]}"
+  files=("$GATE_LIBEXEC"/opencode-pty-{supervisor,launcher,client})
+  rm -rf "$m" "$m.new" "$GATE_MARKER_DIR/good-copy" "$GATE_LIBEXEC/client.real" "${files[@]}"
+  cp -t "$GATE_LIBEXEC" "$GATE_LOCAL_PRISTINE"/opencode-pty-{supervisor,launcher,client}
+  chown 0:0 "${GATE_DIRS[@]}" "${files[@]}" "$(gate_verifier)"
   for mode in "${!GATE_DIRS_BY_MODE[@]}"; do
+    if [ "$mode" = 755 ]; then continue; fi
     # shellcheck disable=SC2086
     chmod "$mode" ${GATE_DIRS_BY_MODE[$mode]}
   done
-  rm -rf "$m" "$m.new" "$GATE_MARKER_DIR/good-copy" "$GATE_LIBEXEC/client.real" \
-    "$GATE_LIBEXEC/opencode-pty-supervisor" "$GATE_LIBEXEC/opencode-pty-launcher" "$GATE_LIBEXEC/opencode-pty-client"
-  cp -t "$GATE_LIBEXEC" "$GATE_LOCAL_PRISTINE/opencode-pty-supervisor" \
-    "$GATE_LOCAL_PRISTINE/opencode-pty-launcher" "$GATE_LOCAL_PRISTINE/opencode-pty-client"
-  chown 0:0 "$GATE_LIBEXEC"/opencode-pty-{supervisor,launcher,client,verify-readiness}
-  chmod 0755 "$GATE_LIBEXEC"/opencode-pty-{supervisor,launcher,client,verify-readiness}
+  # shellcheck disable=SC2086
+  chmod 0755 ${GATE_DIRS_BY_MODE[755]:-} "${files[@]}" "$(gate_verifier)"
   if [ -n "${GATE_YAMA_FILE:-}" ]; then echo 2 > "$GATE_YAMA_FILE"; fi
-  gate_good_marker | gate_put_marker
+  gate_good_marker > "$m.new" && mv -f -T "$m.new" "$m"
 }
 
 # gate_run: run the verifier under dash; sets GATE_RC, GATE_OUT and GATE_ERR.
@@ -131,6 +132,7 @@ run_marker_cases() {
     mode=$(stat -c %a "$d")
     GATE_DIRS_BY_MODE[$mode]="${GATE_DIRS_BY_MODE[$mode]:-} $d"
   done
+  umask 022
   # Local copies of the pristine binaries and a scratch file for stderr.
   GATE_LOCAL_PRISTINE=$(mktemp -d /var/tmp/gate-pristine.XXXXXX)
   cp "$GATE_PRISTINE/opencode-pty-supervisor" "$GATE_PRISTINE/opencode-pty-launcher" \
