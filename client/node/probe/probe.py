@@ -21,7 +21,7 @@
 # ExecCondition (the readiness gate is proven by vm.gate.*; containers have no
 # Yama so it would deny) and selects the app's probe mode, starts the service
 # (User=byk) and traces its MainPID. --leak-fd N is the negative control: the
-# drop-in starts the SEA through `sh -c 'exec N</dev/null; exec SEA'`, so the
+# drop-in starts the SEA through `bash -c 'exec N</dev/null; exec SEA'`, so the
 # SEA inherits a stray descriptor; the probe must then report the leak.
 #
 # --dry-run SOCKET HELPER (host, root): runs the SEA as a plain child against a
@@ -235,7 +235,9 @@ def run_service(sea, leak_fd):
              '[Service]', 'ExecCondition=', 'Restart=no',
              'Environment=OPENCODE_PTY_APP_MODE=probe OPENCODE_PTY_PROBE_DIR=%s' % PROBE_DIR]
     if leak_fd is not None:
-        lines += ['ExecStart=', "ExecStart=/bin/sh -c 'exec %d</dev/null; exec %s'" % (leak_fd, APP_PATH)]
+        # bash: dash takes one-digit descriptors only, and Node itself marks
+        # 0..15 close-on-exec at start, so the stray one must be above 15.
+        lines += ['ExecStart=', "ExecStart=/bin/bash -c 'exec %d</dev/null; exec %s'" % (leak_fd, APP_PATH)]
     with open(DROPIN, 'w') as f:
         f.write('\n'.join(lines) + '\n')
     sh('systemctl', 'daemon-reload')

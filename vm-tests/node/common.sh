@@ -1,0 +1,68 @@
+# vm-tests/node/common.sh: shared set-up of the Node client suites (sourced).
+# Installs the built product from /artifacts with its own installer, starts the
+# supervisor's socket, and provides helpers to run a Node program as the MainPID
+# of opencode-v2.service (User=byk) - the only process the supervisor serves.
+#
+# The production unit file is used as installed; a runtime drop-in
+# (/run/systemd/system/opencode-v2.service.d/50-node-test.conf) replaces only
+# ExecStart (the program under test), clears ExecCondition (the readiness gate
+# is proven by vm.gate.*; these containers have no Yama, so it would deny) and
+# sets Restart=no. The drop-in is removed after each run.
+A=/artifacts
+NODE_SEA_DIR=$A/node-sea
+CLIENT=$NODE_SEA_DIR/client
+APP_SERVICE=opencode-v2.service
+DROPIN_DIR=/run/systemd/system/opencode-v2.service.d
+WORK=/run/opencode-node-test
+
+node_install() {
+  missing=
+  for f in opencode-pty-supervisor opencode-pty-launcher opencode-pty-client opencode-pty-verify-readiness \
+           tools/install units/opencode-v2.service node-sea/opencode-pty-sea-app node-sea/client/index.js; do
+    [ -e "$A/$f" ] || missing="$missing $f"
+  done
+  if [ -n "$missing" ]; then
+    fail "artifacts: the build directory has the product and the Node SEA" "missing in /artifacts:$missing"
+    checks_done; exit 1
+  fi
+  check "install: tools/install --from /artifacts" "$A/tools/install" --from "$A"
+  check "supervisor socket starts" systemctl start opencode-pty-supervisor.socket
+  install -d -o byk -g byk -m 0755 "$WORK"
+}
+
+# app_run TIMEOUT EXECSTART [ENV=VALUE...]: runs EXECSTART as opencode-v2.service
+# until it exits; returns its exit status; its stdout/stderr are in the journal.
+app_run() {
+  t=$1 exe=$2; shift 2
+  mkdir -p "$DROPIN_DIR"
+  {
+    echo "[Service]"
+    echo "ExecCondition="
+    echo "ExecStart="
+    echo "ExecStart=$exe"
+    echo "Restart=no"
+    for kv in "$@"; do echo "Environment=\"$kv\""; done
+  } > "$DROPIN_DIR/50-node-test.conf"
+  systemctl daemon-reload
+  systemctl reset-failed "$APP_SERVICE" 2>/dev/null
+  systemctl start "$APP_SERVICE" || { echo "app_run: start failed"; return 125; }
+  n=$((t * 10))
+  while [ "$n" -gt 0 ]; do
+    st=$(systemctl show -P ActiveState "$APP_SERVICE")
+    case "$st" in inactive|failed) break ;; esac
+    sleep 0.1; n=$((n - 1))
+  done
+  if [ "$n" -le 0 ]; then
+    echo "app_run: still $st after ${t}s; stopping it"
+    systemctl stop "$APP_SERVICE"
+    rm -f "$DROPIN_DIR/50-node-test.conf"; systemctl daemon-reload
+    return 124
+  fi
+  rc=$(systemctl show -P ExecMainStatus "$APP_SERVICE")
+  rm -f "$DROPIN_DIR/50-node-test.conf"
+  systemctl daemon-reload
+  return "$rc"
+}
+
+session_units() { systemctl list-units --all --plain --no-legend 'opencode-pty-*.service' | awk '{print $1}'; }
+no_session_units() { [ -z "$(session_units)" ]; }

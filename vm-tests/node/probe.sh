@@ -1,0 +1,65 @@
+#!/bin/sh
+# vm-tests/node/probe.sh: the Node SEA descriptor-inheritance probe
+# (client/node/probe/probe.py) against the installed product on a real
+# systemd. Registered as vm.node-probe.bookworm. The SEA under test is
+# /artifacts/node-sea/opencode-pty-sea-app (or $1), run unmodified as
+# opencode-v2.service (User=byk); the probe (root) traces it with ptrace.
+#   1. the probe proper: every inheritance check must pass; the report names the
+#      exact Node version and whether it satisfies the Node 26.4 gate;
+#   2. the negative control: the same SEA started with one stray inherited
+#      descriptor (fd 251); the probe must see it in the helper's table and in
+#      the unrelated children, and the helper must refuse (extra_fd) - a probe
+#      that cannot see a leak proves nothing.
+. /vm-tests/lib/check.sh
+. /tests/common.sh
+SEA=${1:-$NODE_SEA_DIR/opencode-pty-sea-app}
+PROBE=$CLIENT/probe/probe.py
+
+node_install
+
+python3 "$PROBE" "$SEA" --out /results/node-probe.json; rc=$?
+# Every check of the probe becomes a check of this suite.
+python3 - /results/node-probe.json > /tmp/probe-checks.tsv <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for c in r.get('checks', []):
+    print('%s\t%s\t%s' % ('PASS' if c['ok'] else 'FAIL', c['name'], json.dumps(c['evidence'])[:400].replace('\t', ' ')))
+if 'error' in r:
+    print('FAIL\tprobe ran\t%s' % r['error'])
+PY
+while IFS="$(printf '\t')" read -r res name ev; do
+  if [ "$res" = PASS ]; then pass "probe: $name" "$ev"; else fail "probe: $name" "$ev"; fi
+done < /tmp/probe-checks.tsv
+if [ "$rc" -eq 0 ]; then pass "probe: inheritance proven (exit 0)"; else fail "probe: inheritance proven (exit 0)" "probe.py exit $rc"; fi
+
+# The gate statement must match the exact version: satisfied only for 26.4.x.
+check "probe: the report states the exact Node version and the 26.4 gate verdict for it" python3 -c '
+import json, re, sys
+r = json.load(open(sys.argv[1])); g = r["gate"]; v = r["node_version"]
+print(v, "|", g["statement"])
+exact = re.match(r"^v26\.4\.\d+$", v) is not None
+ok = g["satisfied"] == exact and g["node_version"] == v and r["app"]["version"] == v and (
+     exact or "does not satisfy the Node 26.4 gate" in g["statement"])
+sys.exit(0 if ok else 1)' /results/node-probe.json
+echo "node-probe: $(python3 -c 'import json; print(json.load(open("/results/node-probe.json"))["gate"]["statement"])')"
+
+# Negative control.
+python3 "$PROBE" "$SEA" --leak-fd 251 --out /results/node-probe-negative.json > /tmp/neg.txt; nrc=$?
+cat /tmp/neg.txt
+check "negative control: the probe fails when the SEA inherits a stray fd 251" python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1])); rc = int(sys.argv[2])
+c = {x["name"]: x for x in r["checks"]}
+helper = [e for e in r["trace"]["execs"] if e["exe"] == "/usr/local/libexec/opencode-pty-client"]
+hfds = [f["fd"] for f in helper[0]["fds"]] if helper else None
+others = [e for e in r["trace"]["execs"] if e["exe"] != "/usr/local/libexec/opencode-pty-client"]
+leaky = [e["pid"] for e in others if 251 in [f["fd"] for f in e["fds"]]]
+err = (r.get("app") or {}).get("exit", {}).get("error") or {}
+print("exit", rc, "helper fds", hfds, "children with 251:", len(leaky), "of", len(others), "app error", err)
+ok = (rc == 1 and r["inheritance_ok"] is False and hfds is not None and 251 in hfds
+      and not c["helper: descriptor table is exactly 0,1,2,3,4"]["ok"]
+      and len(leaky) == len(others) > 0
+      and err.get("code") == "helper_failed" and "extra_fd" in err.get("message", ""))
+sys.exit(0 if ok else 1)' /results/node-probe-negative.json "$nrc"
+check "negative control: no session unit was left" no_session_units
+checks_done
