@@ -510,6 +510,7 @@ class Pty {
     this._exited = false;
     this._helper = null;
     this._helperFailure = null;
+    this._socketClosed = false;
     this._timer = null;
     this._deliverScheduled = false;
 
@@ -696,6 +697,10 @@ class Pty {
       if (this._helper !== helper) return;
       this._helper = null;
       if (this._terminal) return;
+      if (status === 0 && this._socketClosed) {
+        this._fail(new PtyError('connection_closed', 'the connection closed while the helper ran'));
+        return;
+      }
       if (status === 0) {
         this.state = 'starting';
         this._reading = true;
@@ -812,7 +817,10 @@ class Pty {
       this._fail(this._helperError());
       return;
     }
-    if (this._helper) return;  // helper still running: its exit decides
+    if (this._helper) {  // helper still running: its exit decides
+      this._socketClosed = true;
+      return;
+    }
     this._fail(new PtyError('connection_closed', `the supervisor closed the connection (state ${this.state})`));
   }
 
