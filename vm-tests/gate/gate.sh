@@ -288,11 +288,13 @@ else
   printf '[Service]\nExecStartPre=/bin/false\n' > /run/systemd/system/$APP.d/fail.conf
   systemctl daemon-reload
   out=$("$A/tools/cutover" --approve --old-unit $OLD 2>&1); rc=$?
+  # Restart=on-failure of the app must not bring it back after the rollback.
+  sleep 4
   if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -q "rolled back to $OLD" && systemctl -q is-active $OLD &&
-     systemctl -q is-enabled $OLD && ! systemctl -q is-enabled $APP; then
-    pass "cutover: rolls back when $APP does not become active" "$(printf '%s' "$out" | tail -n1)"
+     systemctl -q is-enabled $OLD && ! systemctl -q is-enabled $APP && ! systemctl -q is-active $APP; then
+    pass "cutover: rolls back when $APP does not become active (and it stays down)" "$(printf '%s' "$out" | tail -n1)"
   else
-    fail "cutover: rolls back when $APP does not become active" "exit $rc: $out"
+    fail "cutover: rolls back when $APP does not become active (and it stays down)" "exit $rc: $out; app $(systemctl is-active $APP)"
   fi
   rm -rf /run/systemd/system/$APP.d; systemctl daemon-reload; systemctl reset-failed $APP 2>/dev/null
   gate_reset; good_report
