@@ -66,8 +66,14 @@ absl::StatusOr<CapabilitySets> ReadOwnCapabilities() {
 }
 
 absl::Status DropAllCapabilities() {
+  // Dropping from the bounding set needs CAP_SETPCAP; without it (the
+  // production unit already empties the bounding set) only the other sets
+  // are applied, and the verification below decides either way.
+  capng_get_caps_process();
+  bool can_bound = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP) != 0;
   capng_clear(CAPNG_SELECT_ALL);
-  int r = capng_apply(CAPNG_SELECT_ALL);
+  int r = capng_apply(can_bound ? CAPNG_SELECT_ALL
+                                : static_cast<capng_select_t>(CAPNG_SELECT_CAPS | CAPNG_SELECT_AMBIENT));
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) return Errno(errno, "PR_SET_NO_NEW_PRIVS");
   ASSIGN_OR_RETURN(CapabilitySets caps, ReadOwnCapabilities());
   if (caps.effective | caps.permitted | caps.inheritable | caps.bounding | caps.ambient)

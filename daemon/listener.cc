@@ -1,6 +1,7 @@
 // Socket activation and admission control (see listener.h).
 #include "daemon/listener.h"
 
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <systemd/sd-daemon.h>
@@ -31,7 +32,9 @@ void Refuse(UniqueFd conn, ErrorCode code) noexcept {
   // A fresh socket's send buffer always holds one small envelope; if not,
   // the peer loses the reason, never the refusal.
   (void)send(conn.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  Log(LOG_WARNING, LogFields{.error = code}, "connection refused at admission");
+  LogFields f;
+  f.error = code;
+  Log(LOG_WARNING, f, "connection refused at admission");
 }
 
 }  // namespace
@@ -55,6 +58,11 @@ Listener::Listener(sd_event* event, UniqueFd socket, Delegate* delegate)
     : event_(event), socket_(std::move(socket)), delegate_(delegate) {}
 
 absl::Status Listener::Init() {
+  // systemd passes the listening socket in blocking mode; accepting a burst
+  // from a blocking socket would block the loop on the first empty accept.
+  int flags = fcntl(socket_.get(), F_GETFL);
+  if (flags < 0 || fcntl(socket_.get(), F_SETFL, flags | O_NONBLOCK) < 0)
+    return Errno(errno, "fcntl(listening socket, O_NONBLOCK)");
   sd_event_source* s = nullptr;
   int r = sd_event_add_io(event_, &s, socket_.get(), EPOLLIN, &Listener::OnReadable, this);
   if (r < 0) return SdError(r, "sd_event_add_io(listener)");

@@ -12,6 +12,15 @@
 #include "daemon/status_macros.h"
 
 namespace opencode::daemon {
+namespace {
+
+LogFields UnitFields(std::string_view unit) {
+  LogFields f;
+  f.unit = unit;
+  return f;
+}
+
+}  // namespace
 
 Manager::Manager(sd_event* event, UniqueFd listen_socket)
     : event_(event), tracker_(event), listener_(event, std::move(listen_socket), this) {}
@@ -43,7 +52,20 @@ absl::Status Manager::Start() {
     // Without signals the poll tick still finds every state change.
     Log(LOG_WARNING, absl::StrCat("cannot subscribe to systemd signals: ", st.message()));
   }));
+  return StartCommon();
+}
+
+absl::Status Manager::StartWith(std::unique_ptr<SystemdApi> systemd,
+                                std::unique_ptr<Authenticator> authenticator) {
+  systemd_ = std::move(systemd);
+  authenticator_ = std::move(authenticator);
+  RETURN_IF_ERROR(tracker_.Init());
+  return StartCommon();
+}
+
+absl::Status Manager::StartCommon() {
   RETURN_IF_ERROR(listener_.Init());
+  int r;
 
   context_.event = event_;
   context_.systemd = systemd_.get();
@@ -84,7 +106,7 @@ absl::Status Manager::Start() {
 
 void Manager::Recover(std::vector<std::string> units) noexcept {
   for (const std::string& unit : units) {
-    Log(LOG_NOTICE, LogFields{.unit = unit}, "stopping leftover PTY unit of an earlier process");
+    Log(LOG_NOTICE, UnitFields(unit), "stopping leftover PTY unit of an earlier process");
     auto reaper = std::make_unique<Reaper>(systemd_.get(), &tracker_, event_, unit,
                                            [this, unit](absl::Status st) { OnRecovered(unit, st); });
     Reaper* raw = reaper.get();
@@ -96,9 +118,9 @@ void Manager::Recover(std::vector<std::string> units) noexcept {
 
 void Manager::OnRecovered(const std::string& unit, absl::Status status) noexcept {
   if (status.ok())
-    Log(LOG_INFO, LogFields{.unit = unit}, "leftover PTY unit proven gone");
+    Log(LOG_INFO, UnitFields(unit), "leftover PTY unit proven gone");
   else
-    Log(LOG_ERR, LogFields{.unit = unit},
+    Log(LOG_ERR, UnitFields(unit),
         absl::StrCat("leftover PTY unit not proven gone: ", status.message()));
   // A Reaper may be destroyed from its own completion callback (it touches
   // nothing after calling it); `unit` is the callback's own copy.

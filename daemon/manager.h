@@ -34,6 +34,10 @@ class Manager final : public Listener::Delegate, public SessionObserver {
 
   // Connects to the system bus, subscribes, recovers, then starts accepting.
   absl::Status Start();
+  // The same without a bus: unit calls and authentication are injected
+  // (tests/manager_test.cc; the bus path is proven in vm-tests).
+  absl::Status StartWith(std::unique_ptr<SystemdApi> systemd,
+                         std::unique_ptr<Authenticator> authenticator);
 
   // Listener::Delegate
   size_t SessionCount() const noexcept override { return sessions_.size(); }
@@ -48,6 +52,7 @@ class Manager final : public Listener::Delegate, public SessionObserver {
   static int OnSignal(sd_event_source* s, const struct signalfd_siginfo* si, void* userdata) noexcept;
   static int OnDefer(sd_event_source* s, void* userdata) noexcept;
   static int OnShutdownDeadline(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
+  absl::Status StartCommon();
   void Recover(std::vector<std::string> units) noexcept;
   void OnRecovered(const std::string& unit, absl::Status status) noexcept;
   void BecomeReady() noexcept;

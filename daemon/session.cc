@@ -67,10 +67,10 @@ absl::Status Session::Start() {
   RETURN_IF_ERROR(pump_->Init());
   pump_->SetMode(Pump::Mode::kHold);  // not a byte is read before authentication
   sd_event_source* s = nullptr;
-  int r = sd_event_add_time_relative(ctx_.event, &s, CLOCK_MONOTONIC, UINT64_MAX, 0,
-                                     &Session::OnDeadline, this);
+  int r = sd_event_add_time(ctx_.event, &s, CLOCK_MONOTONIC, 0, 0, &Session::OnDeadline, this);
   if (r < 0) return SdError(r, "sd_event_add_time(session deadline)");
   timer_.reset(s);
+  sd_event_source_set_enabled(s, SD_EVENT_OFF);  // armed per phase by Arm()
   // The START deadline runs from accept, so a slow authentication counts too.
   Arm(Deadline::kStartFrame, limits::kStartFrameDeadlineUsec);
   auth_ = ctx_.authenticator->Authenticate(sock, [this](AuthResult result) {

@@ -104,7 +104,7 @@ int UnitTracker::OnMatch(sd_bus_message* m, void* userdata, sd_bus_error* /*erro
 }
 
 void UnitTracker::OnSignal(sd_bus_message* m) noexcept {
-  if (m == nullptr || sd_bus_message_get_type(m, nullptr) < 0) return;
+  if (m == nullptr) return;
   std::string unit;
   if (sd_bus_message_is_signal(m, kManagerInterface, "UnitRemoved") > 0) {
     const char* id = nullptr;

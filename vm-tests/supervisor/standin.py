@@ -18,6 +18,7 @@ import select
 import socket
 import struct
 import sys
+import threading
 import time
 
 SUPERVISOR = "/run/opencode-pty/supervisor.sock"
@@ -46,6 +47,8 @@ def spawn_helper(conn, dirfd, argv, cols, rows):
             os.dup2(null, 0)
             os.close(null)
             os.execv(HELPER, [HELPER, "--cols", str(cols), "--rows", str(rows), "--"] + argv)
+        except BaseException as e:  # report why the helper never ran
+            os.write(2, ("standin: cannot run the helper: %r\n" % (e,)).encode())
         finally:
             os._exit(99)
     _, status = os.waitpid(pid, 0)
@@ -94,7 +97,7 @@ def run_session(req):
     """One session: connect, helper, then the steps; returns what was seen."""
     res = {"envelopes": [], "output_len": 0, "events": []}
     argv = req.get("argv", ["true"])
-    timeout = req.get("timeout", 60)
+    timeout = req.get("timeout", 30)
     deadline = time.monotonic() + timeout
     output = bytearray()
     keep = req.get("keep_output", 1 << 16)
@@ -111,7 +114,7 @@ def run_session(req):
     if req.get("raw"):
         res["raw"] = raw_start(c, dirfd, req["raw"])
     else:
-        res["helper_status"] = spawn_helper(c, dirfd, argv, req.get("cols", 80), req.get("rows", 24))
+        res["helper_status"] = spawn_helper(c.sock, dirfd, argv, req.get("cols", 80), req.get("rows", 24))
     os.close(dirfd)
 
     def take(f):
@@ -259,27 +262,18 @@ def scenario(req):
     if op == "handshakes":
         return handshakes(req)
     if op == "sessions":
-        # Several sessions at once (each in its own child, all concurrent).
-        kids = []
-        for i in range(req.get("n", 4)):
-            r, w = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(r)
-                os.write(w, json.dumps(run_session(req["session"])).encode())
-                os._exit(0)
-            os.close(w)
-            kids.append((pid, r))
-        out = []
-        for pid, r in kids:
-            data = b""
-            while True:
-                chunk = os.read(r, 1 << 16)
-                if not chunk:
-                    break
-                data += chunk
-            os.waitpid(pid, 0)
-            out.append(json.loads(data))
+        # Several sessions at once, all from this process (threads): only the
+        # MainPID may connect, so they cannot come from children.
+        out = [None] * req.get("n", 4)
+
+        def one(i):
+            out[i] = run_session(req["session"])
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(out))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
         return {"sessions": out}
     return {"error": "unknown op " + op}
 

@@ -1,0 +1,148 @@
+// The Manager without a bus (FakeSystemd + a fixed Authenticator injected):
+// nothing is accepted before start-up recovery proved every leftover unit
+// gone; SIGTERM ends every session, stops their units and exits 0 once all are
+// proven gone; a unit that cannot be proven gone ends the process after
+// kShutdownDeadlineUsec with a failure status.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "common/limits.h"
+#include "common/scm_rights.h"
+#include "daemon/manager.h"
+#include "tests/daemon_test_util.h"
+
+namespace opencode::daemon {
+namespace {
+
+using testing::FakeSystemd;
+
+class FixedAuth final : public Authenticator {
+ public:
+  std::unique_ptr<PendingCall> Authenticate(int /*sock*/, AuthDone done) override {
+    AuthResult r;
+    r.code = ErrorCode::kOk;
+    r.peer.pid = 4242;
+    r.peer.uid = 1000;
+    done(std::move(r));
+    return nullptr;
+  }
+};
+
+struct ManagerTest : ::testing::Test {
+  void SetUp() override {
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigprocmask(SIG_BLOCK, &mask, nullptr);  // sd_event_add_signal needs it blocked
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    path = std::string(dir) + "/s";
+    UniqueFd l(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    addr.sun_family = AF_UNIX;
+    strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    ASSERT_EQ(bind(l.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ASSERT_EQ(listen(l.get(), 16), 0);
+    manager = std::make_unique<Manager>(event.get(), std::move(l));
+    auto fake = std::make_unique<FakeSystemd>();
+    systemd = fake.get();
+    ASSERT_TRUE(manager->StartWith(std::move(fake), std::make_unique<FixedAuth>()).ok());
+  }
+  void TearDown() override {
+    manager.reset();
+    unlink(path.c_str());
+    rmdir(dir);
+  }
+  UniqueFd Connect() {
+    UniqueFd c(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    EXPECT_EQ(connect(c.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    return c;
+  }
+  bool Finished() {
+    int state = sd_event_get_state(event.get());
+    return state == SD_EVENT_FINISHED || state == SD_EVENT_EXITING;
+  }
+  void Recover(std::vector<std::string> leftovers) {
+    ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd->Pending_("ListSessionUnits") != nullptr; }));
+    auto list = systemd->Pending_("ListSessionUnits");
+    list->answered = true;
+    list->list(std::move(leftovers));
+  }
+  void ReapOne() {
+    ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd->Pending_("StopUnit") != nullptr; }));
+    systemd->Answer("StopUnit", absl::OkStatus());
+    ASSERT_TRUE(systemd->Answer("UnrefUnit", absl::OkStatus()));
+    ASSERT_TRUE(systemd->AnswerGone(true));
+  }
+  // A session in RUNNING: START with a directory, StartUnit, a good snapshot.
+  void RunningSession(int client) {
+    std::string f;
+    const char* argv[] = {"true"};
+    ErrorCode err;
+    f.resize(StartFrameSize(1, argv, &err));
+    EncodeStartFrame(80, 24, 1, argv, reinterpret_cast<uint8_t*>(f.data()), f.size(), &err);
+    UniqueFd d(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_EQ(SendWithFd(client, f.data(), f.size(), d.get()), static_cast<ssize_t>(f.size()));
+    ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd->Pending_("StartUnit") != nullptr; }));
+    systemd->Answer("StartUnit", absl::OkStatus());
+  }
+
+  char dir[32] = "/tmp/opencode-mgr-XXXXXX";
+  std::string path;
+  sockaddr_un addr{};
+  EventPtr event = testing::NewEvent();
+  std::unique_ptr<Manager> manager;
+  FakeSystemd* systemd = nullptr;
+};
+
+TEST_F(ManagerTest, NothingIsAcceptedBeforeRecoveryProvedLeftoversGone) {
+  UniqueFd early = Connect();
+  Recover({"opencode-pty-0123456789abcdef0123456789abcdef.service"});
+  testing::RunFor(event.get(), 50);
+  EXPECT_EQ(manager->SessionCount(), 0u) << "still recovering";
+  ReapOne();
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return manager->SessionCount() == 1; }));
+  EXPECT_EQ(manager->HandshakeCount(), 1u);
+}
+
+TEST_F(ManagerTest, SigtermEndsSessionsStopsUnitsAndExitsZero) {
+  Recover({});
+  UniqueFd c = Connect();
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return manager->HandshakeCount() == 1; }));
+  RunningSession(c.get());
+  kill(getpid(), SIGTERM);
+  ReapOne();  // the unit whose StartTransientUnit was answered
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return Finished(); }));
+  int code = -1;
+  sd_event_get_exit_code(event.get(), &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(manager->SessionCount(), 0u);
+}
+
+TEST_F(ManagerTest, ShutdownDeadlineEndsTheProcessWhenAUnitCannotBeProvenGone) {
+  Recover({});
+  UniqueFd c = Connect();
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return manager->HandshakeCount() == 1; }));
+  RunningSession(c.get());
+  kill(getpid(), SIGTERM);
+  // systemd never answers StopUnit; the session's reaper and then the
+  // manager's shutdown bound decide.
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return Finished(); },
+                                static_cast<int>(limits::kShutdownDeadlineUsec / 1000) + 5000));
+  auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  int code = -1;
+  sd_event_get_exit_code(event.get(), &code);
+  // Either the cleanup bound made the session give up (it logs the unit) and
+  // the manager exited 0, or the shutdown bound hit first: never forever.
+  EXPECT_LE(waited.count(), static_cast<long>(limits::kShutdownDeadlineUsec / 1000) + 1000);
+  EXPECT_TRUE(code == 0 || code == EXIT_FAILURE) << code;
+}
+
+}  // namespace
+}  // namespace opencode::daemon

@@ -1,0 +1,263 @@
+// Peer authentication: the pure identity decoder (each property from its exact
+// interface; the pilot's ControlGroup-via-Unit rejection), the identity
+// checks, GetUnitByPIDFD decoding, cgroup parsing, and the kernel facts on a
+// real socketpair (SO_PEERCRED, a pidfd that reports the peer's exit).
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "daemon/bus_props.h"
+#include "daemon/identity.h"
+#include "daemon/peer_auth.h"
+#include "tests/daemon_test_util.h"
+
+namespace opencode::daemon {
+namespace {
+
+using testing::Bytes;
+using testing::MessageFactory;
+using testing::Prop;
+using testing::S;
+using testing::U;
+using testing::WriteProps;
+
+const std::vector<uint8_t> kInvocation(16, 0xab);
+constexpr char kCgroup[] = "/system.slice/opencode-v2.service";
+
+std::vector<Prop> UnitProps() {
+  return {S("Id", "opencode-v2.service"), S("ActiveState", "active"), S("SubState", "running"),
+          Bytes("InvocationID", kInvocation)};
+}
+std::vector<Prop> ServiceProps() { return {U("MainPID", 42), S("ControlGroup", kCgroup)}; }
+
+absl::StatusOr<Identity> Decode(MessageFactory& f, const std::vector<Prop>& unit,
+                                const std::vector<Prop>& service) {
+  MessagePtr u = f.Reply([&](sd_bus_message* m) { WriteProps(m, unit); });
+  MessagePtr s = f.Reply([&](sd_bus_message* m) { WriteProps(m, service); });
+  return DecodeIdentity(u.get(), s.get());
+}
+
+// The pilot's TestClientIdentityUsesRealSystemdInterfaces, both halves.
+TEST(IdentityDecode, AcceptsEachPropertyFromItsExactInterface) {
+  MessageFactory f;
+  auto id = Decode(f, UnitProps(), ServiceProps());
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->active_state, "active");
+  EXPECT_EQ(id->sub_state, "running");
+  EXPECT_EQ(id->main_pid, 42u);
+  EXPECT_EQ(id->control_group, kCgroup);
+  EXPECT_EQ(HexId(id->invocation_id), "abababababababababababababababab");
+}
+
+TEST(IdentityDecode, RejectsControlGroupOfferedViaUnitInterface) {
+  MessageFactory f;
+  auto unit = UnitProps();
+  unit.push_back(S("ControlGroup", kCgroup));
+  auto id = Decode(f, unit, ServiceProps());
+  ASSERT_FALSE(id.ok());
+  EXPECT_NE(std::string(id.status().message()).find("ControlGroup offered via the Unit"),
+            std::string::npos);
+}
+
+TEST(IdentityDecode, ControlGroupOnlyOnUnitIsNotEnough) {
+  MessageFactory f;
+  auto unit = UnitProps();
+  unit.push_back(S("ControlGroup", kCgroup));
+  EXPECT_FALSE(Decode(f, unit, {U("MainPID", 42)}).ok());
+}
+
+TEST(IdentityDecode, MissingPropertiesAreRejected) {
+  MessageFactory f;
+  for (const char* drop : {"ActiveState", "SubState", "InvocationID"}) {
+    std::vector<Prop> unit;
+    for (auto& p : UnitProps())
+      if (p.name != drop) unit.push_back(p);
+    EXPECT_FALSE(Decode(f, unit, ServiceProps()).ok()) << "without " << drop;
+  }
+  EXPECT_FALSE(Decode(f, UnitProps(), {S("ControlGroup", kCgroup)}).ok()) << "without MainPID";
+  EXPECT_FALSE(Decode(f, UnitProps(), {U("MainPID", 42)}).ok()) << "without ControlGroup";
+}
+
+TEST(IdentityDecode, MistypedPropertiesAreRejected) {
+  MessageFactory f;
+  // MainPID as a string, ActiveState as a uint32, InvocationID as a string.
+  EXPECT_FALSE(Decode(f, UnitProps(), {S("MainPID", "42"), S("ControlGroup", kCgroup)}).ok());
+  EXPECT_FALSE(Decode(f, {U("ActiveState", 1), S("SubState", "running"),
+                          Bytes("InvocationID", kInvocation)},
+                      ServiceProps())
+                   .ok());
+  EXPECT_FALSE(Decode(f, {S("ActiveState", "active"), S("SubState", "running"),
+                          S("InvocationID", "abababababababababababababababab")},
+                      ServiceProps())
+                   .ok());
+}
+
+TEST(IdentityDecode, InvocationIdMustBeExactly16Bytes) {
+  MessageFactory f;
+  for (size_t n : {0, 15, 17, 32}) {
+    auto unit = UnitProps();
+    unit.back() = Bytes("InvocationID", std::vector<uint8_t>(n, 1));
+    EXPECT_FALSE(Decode(f, unit, ServiceProps()).ok()) << n << " bytes";
+  }
+}
+
+TEST(IdentityDecode, DuplicatePropertyRejectsTheReply) {
+  MessageFactory f;
+  auto unit = UnitProps();
+  unit.push_back(S("ActiveState", "active"));
+  EXPECT_FALSE(Decode(f, unit, ServiceProps()).ok());
+}
+
+TEST(IdentityDecode, InterfacesSwappedAreRejected) {
+  MessageFactory f;
+  // The Service reply in the Unit slot offers ControlGroup via "Unit".
+  EXPECT_FALSE(Decode(f, ServiceProps(), UnitProps()).ok());
+}
+
+Identity GoodIdentity() {
+  Identity id;
+  id.active_state = "active";
+  id.sub_state = "running";
+  id.invocation_id.fill(0xab);
+  id.main_pid = 42;
+  id.control_group = kCgroup;
+  return id;
+}
+PeerFacts GoodPeer() { return PeerFacts{42, 1000, kCgroup, true}; }
+
+TEST(IdentityCheck, TheMainPidPasses) {
+  std::string why;
+  EXPECT_EQ(CheckIdentity(GoodIdentity(), GoodPeer(), &why), ErrorCode::kOk) << why;
+}
+
+TEST(IdentityCheck, EachMismatchRefuses) {
+  std::string why;
+  PeerFacts p = GoodPeer();
+  p.uid = 0;
+  EXPECT_EQ(CheckIdentity(GoodIdentity(), p, &why), ErrorCode::kRootRefused);
+  p = GoodPeer();
+  p.pid = 43;  // same uid, same cgroup, not the MainPID
+  EXPECT_EQ(CheckIdentity(GoodIdentity(), p, &why), ErrorCode::kUnauthenticated);
+  p = GoodPeer();
+  p.cgroup = "/system.slice/other.service";
+  EXPECT_EQ(CheckIdentity(GoodIdentity(), p, &why), ErrorCode::kUnauthenticated);
+  p = GoodPeer();
+  p.alive_after = false;  // exited (its pid could be reused) during the queries
+  EXPECT_EQ(CheckIdentity(GoodIdentity(), p, &why), ErrorCode::kUnauthenticated);
+  Identity id = GoodIdentity();
+  id.active_state = "deactivating";
+  EXPECT_EQ(CheckIdentity(id, GoodPeer(), &why), ErrorCode::kUnauthenticated);
+  id = GoodIdentity();
+  id.sub_state = "start";
+  EXPECT_EQ(CheckIdentity(id, GoodPeer(), &why), ErrorCode::kUnauthenticated);
+  id = GoodIdentity();
+  id.main_pid = 0;  // no main process
+  p = GoodPeer();
+  p.pid = 0;
+  EXPECT_EQ(CheckIdentity(id, p, &why), ErrorCode::kUnauthenticated);
+  id = GoodIdentity();
+  id.control_group.clear();
+  p = GoodPeer();
+  p.cgroup.clear();
+  EXPECT_EQ(CheckIdentity(id, p, &why), ErrorCode::kUnauthenticated);
+}
+
+TEST(UnitByPidfd, DecodesAndChecks) {
+  MessageFactory f;
+  auto reply = f.Reply([](sd_bus_message* m) {
+    sd_bus_message_append(m, "os", "/org/freedesktop/systemd1/unit/opencode_2dv2_2eservice",
+                          "opencode-v2.service");
+    sd_bus_message_append_array(m, 'y', kInvocation.data(), kInvocation.size());
+  });
+  auto u = DecodeUnitByPidfd(reply.get());
+  ASSERT_TRUE(u.ok()) << u.status();
+  std::string why;
+  EXPECT_EQ(CheckPidfdUnit(*u, GoodIdentity(), &why), ErrorCode::kOk);
+  PidfdUnit other = *u;
+  other.id = "evil.service";
+  EXPECT_EQ(CheckPidfdUnit(other, GoodIdentity(), &why), ErrorCode::kUnauthenticated);
+  other = *u;
+  other.invocation_id[0] ^= 1;  // the unit was restarted between the queries
+  EXPECT_EQ(CheckPidfdUnit(other, GoodIdentity(), &why), ErrorCode::kUnauthenticated);
+}
+
+TEST(UnitByPidfd, WrongInvocationLengthRejected) {
+  MessageFactory f;
+  auto reply = f.Reply([](sd_bus_message* m) {
+    std::vector<uint8_t> eight(8, 1);
+    sd_bus_message_append(m, "os", "/x", "opencode-v2.service");
+    sd_bus_message_append_array(m, 'y', eight.data(), eight.size());
+  });
+  EXPECT_FALSE(DecodeUnitByPidfd(reply.get()).ok());
+}
+
+TEST(Cgroup, ParsesTheV2Line) {
+  auto p = ParseCgroupFile("12:pids:/x\n1:name=systemd:/system.slice/a.service\n0::/system.slice/a.service\n");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(*p, "/system.slice/a.service");
+  EXPECT_FALSE(ParseCgroupFile("1:name=systemd:/a\n").ok());
+  EXPECT_FALSE(ParseCgroupFile("0::/a\n0::/b\n").ok());
+  EXPECT_FALSE(ParseCgroupFile("0::relative\n").ok());
+  EXPECT_FALSE(ParseCgroupFile("").ok());
+  EXPECT_TRUE(ReadCgroup(getpid()).ok());
+}
+
+TEST(PeerCredentials, SocketpairPeerIsThisProcessWithALivePidfd) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd a(sv[0]), b(sv[1]);
+  auto creds = ReadPeerCredentials(a.get());
+  ASSERT_TRUE(creds.ok()) << creds.status();
+  EXPECT_EQ(creds->pid, getpid());
+  EXPECT_EQ(creds->uid, getuid());
+  ASSERT_TRUE(creds->pidfd.valid());
+  EXPECT_TRUE(fcntl(creds->pidfd.get(), F_GETFD) & FD_CLOEXEC);
+  EXPECT_TRUE(PidfdAlive(creds->pidfd.get()));
+}
+
+TEST(PeerCredentials, ConnectedPeerOfAnotherProcess) {
+  // A real accept(): the peer is a child process that connected.
+  char dir[] = "/tmp/opencode-peer-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/s";
+  UniqueFd l(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(bind(l.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(l.get(), 1), 0);
+  int go[2];
+  ASSERT_EQ(pipe2(go, O_CLOEXEC), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    close(go[1]);  // so that the parent's close is our EOF
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) _exit(1);
+    char c;
+    (void)read(go[0], &c, 1);
+    _exit(0);
+  }
+  close(go[0]);
+  UniqueFd conn(accept4(l.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(conn.valid());
+  auto creds = ReadPeerCredentials(conn.get());
+  ASSERT_TRUE(creds.ok()) << creds.status();
+  EXPECT_EQ(creds->pid, child);
+  EXPECT_TRUE(PidfdAlive(creds->pidfd.get()));
+  close(go[1]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  // The connecting process is gone: a recycled pid could never pass.
+  EXPECT_FALSE(PidfdAlive(creds->pidfd.get()));
+  unlink(path.c_str());
+  rmdir(dir);
+}
+
+}  // namespace
+}  // namespace opencode::daemon

@@ -1,0 +1,404 @@
+// The session data path on real socketpairs and a private sd-event loop:
+// backpressure keeps the session under kSessionMemoryCap with a client that
+// never reads; output arrives whole and in order before the terminal
+// envelope; INPUT is bounded and UTF-8; EOF half-closes the PTY stream; the
+// START frame's descriptor rules.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/frame.h"
+#include "common/limits.h"
+#include "common/scm_rights.h"
+#include "daemon/pump.h"
+#include "tests/daemon_test_util.h"
+
+namespace opencode::daemon {
+namespace {
+
+struct Recorder final : Pump::Delegate {
+  void OnStartFrame(std::span<const uint8_t> payload, UniqueFd dir) noexcept override {
+    start_payload.assign(payload.begin(), payload.end());
+    start_fd = std::move(dir);
+    ++starts;
+  }
+  void OnControlFrame(FrameType type, uint8_t arg) noexcept override {
+    controls.emplace_back(type, arg);
+  }
+  void OnClientError(ErrorCode code) noexcept override { errors.push_back(code); }
+  void OnClientEof() noexcept override { ++client_eof; }
+  void OnClientGone() noexcept override { ++client_gone; }
+  void OnOutputComplete() noexcept override { ++output_complete; }
+  void OnFlushed() noexcept override { ++flushed; }
+
+  int starts = 0;
+  std::vector<uint8_t> start_payload;
+  UniqueFd start_fd;
+  std::vector<std::pair<FrameType, uint8_t>> controls;
+  std::vector<ErrorCode> errors;
+  int client_eof = 0, client_gone = 0, output_complete = 0, flushed = 0;
+};
+
+std::pair<UniqueFd, UniqueFd> Pair(bool nonblock_first = true) {
+  int sv[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  if (nonblock_first) fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+  return {UniqueFd(sv[0]), UniqueFd(sv[1])};
+}
+
+std::string Frame(FrameType t, std::string_view payload) {
+  std::string out;
+  AppendFrame(t, payload, &out);
+  return out;
+}
+
+void SendAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    ASSERT_GT(n, 0);
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+using testing::ClientReader;
+
+struct PumpTest : ::testing::Test {
+  void Make(Pump::Mode mode) {
+    auto [c_ours, c_theirs] = Pair();
+    client = std::move(c_theirs);
+    pump = std::make_unique<Pump>(event.get(), std::move(c_ours), &rec);
+    ASSERT_TRUE(pump->Init().ok());
+    pump->SetMode(mode);
+  }
+  void AttachPty() {
+    auto [p_ours, p_theirs] = Pair();
+    unit = std::move(p_theirs);
+    ASSERT_TRUE(pump->AttachPty(std::move(p_ours)).ok());
+  }
+  EventPtr event = testing::NewEvent();
+  Recorder rec;
+  std::unique_ptr<Pump> pump;
+  UniqueFd client, unit;
+};
+
+TEST_F(PumpTest, ClientThatNeverReadsKeepsMemoryUnderTheCap) {
+  Make(Pump::Mode::kRunning);
+  AttachPty();
+  // The unit writes as fast as it can; the client reads nothing.
+  fcntl(unit.get(), F_SETFL, fcntl(unit.get(), F_GETFL) | O_NONBLOCK);
+  std::string chunk(65536, 'o');
+  size_t written = 0, max_memory = 0;
+  for (int round = 0; round < 400; ++round) {
+    ssize_t n = send(unit.get(), chunk.data(), chunk.size(), MSG_NOSIGNAL);
+    if (n > 0) written += static_cast<size_t>(n);
+    sd_event_run(event.get(), 1000);
+    max_memory = std::max(max_memory, pump->MemoryBytes());
+  }
+  EXPECT_LE(max_memory, limits::kSessionMemoryCap);
+  EXPECT_LE(pump->output_queued(), limits::kOutputQueueBytes);
+  EXPECT_GT(pump->output_queued(), limits::kOutputQueueBytes - limits::kFrameHeaderBytes -
+                                       limits::kMaxOutputPayload)
+      << "the output queue fills before reading stops";
+  EXPECT_FALSE(pump->pty_reading()) << "backpressure: the PTY stream is not read";
+  // Nothing was lost: the client now reads all of it, in order.
+  ClientReader reader(client.get());
+  std::string got;
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    reader.Drain();
+    // Keep the unit draining its own backlog too.
+    return reader.output.size() == written;
+  }));
+  EXPECT_EQ(reader.output, std::string(written, 'o'));
+}
+
+TEST_F(PumpTest, OutputArrivesWholeAndInOrderBeforeTheTerminalEnvelope) {
+  Make(Pump::Mode::kRunning);
+  AttachPty();
+  ASSERT_TRUE(pump->QueueEnvelope(R"({"type":"started"})"));
+  // 10 MiB of a counting pattern from the unit, then it exits (EOF).
+  const size_t total = 10 * 1024 * 1024;
+  std::string data(total, '\0');
+  for (size_t i = 0; i < total; ++i) data[i] = static_cast<char>('a' + i % 26);
+  fcntl(unit.get(), F_SETFL, fcntl(unit.get(), F_GETFL) | O_NONBLOCK);
+  size_t sent = 0;
+  ClientReader reader(client.get());
+  bool terminal_queued = false;
+  ASSERT_TRUE(testing::RunUntil(
+      event.get(),
+      [&] {
+        if (sent < total) {
+          ssize_t n = send(unit.get(), data.data() + sent, total - sent, MSG_NOSIGNAL);
+          if (n > 0) sent += static_cast<size_t>(n);
+          if (sent == total) unit.reset();  // the unit's processes exit
+        }
+        reader.Drain();
+        if (rec.output_complete && !terminal_queued) {
+          // What the session does: exit envelope only after output is complete.
+          pump->QueueTerminal(R"({"type":"exit","code":3,"signal":null})");
+          terminal_queued = true;
+        }
+        // What the session does once the terminal envelope is out.
+        if (rec.flushed == 1 && pump->connected()) pump->CloseConnection();
+        return !pump->connected() && !reader.Drain();
+      },
+      60000));
+  EXPECT_EQ(reader.output.size(), total);
+  EXPECT_TRUE(reader.output == data);
+  ASSERT_EQ(reader.events.size(), 2u);
+  EXPECT_EQ(reader.order.front(), "event");  // started before any output
+  EXPECT_EQ(reader.order.back(), "event");   // exit after all of it
+  EXPECT_EQ(reader.output_at_event.back(), total);
+  EXPECT_EQ(rec.output_complete, 1);
+}
+
+TEST_F(PumpTest, InputIsForwardedAndBoundedWhenThePtyDoesNotRead) {
+  Make(Pump::Mode::kRunning);
+  AttachPty();
+  std::string frames;
+  std::string payload(limits::kMaxInputPayload, 'i');
+  for (int i = 0; i < 64; ++i) frames += Frame(FrameType::kInput, payload);
+  fcntl(client.get(), F_SETFL, fcntl(client.get(), F_GETFL) | O_NONBLOCK);
+  size_t off = 0, max_in = 0, max_memory = 0;
+  for (int round = 0; round < 400; ++round) {
+    ssize_t n = send(client.get(), frames.data() + off, frames.size() - off, MSG_NOSIGNAL);
+    if (n > 0) off += static_cast<size_t>(n);
+    sd_event_run(event.get(), 1000);
+    max_in = std::max(max_in, pump->input_queued());
+    max_memory = std::max(max_memory, pump->MemoryBytes());
+  }
+  EXPECT_LE(max_in, limits::kInputQueueBytes);
+  EXPECT_LE(max_memory, limits::kSessionMemoryCap);
+  EXPECT_FALSE(pump->conn_reading()) << "backpressure: the connection is not read";
+  EXPECT_TRUE(rec.errors.empty());
+  // The unit reads: every byte arrives.
+  fcntl(unit.get(), F_SETFL, fcntl(unit.get(), F_GETFL) | O_NONBLOCK);
+  size_t got = 0;
+  char buf[65536];
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    if (off < frames.size()) {
+      ssize_t n = send(client.get(), frames.data() + off, frames.size() - off, MSG_NOSIGNAL);
+      if (n > 0) off += static_cast<size_t>(n);
+    }
+    ssize_t n = recv(unit.get(), buf, sizeof(buf), 0);
+    if (n > 0) got += static_cast<size_t>(n);
+    return got == 64 * limits::kMaxInputPayload;
+  }));
+}
+
+TEST_F(PumpTest, InputAboveTheFrameMaximumIsRejectedFromItsHeader) {
+  Make(Pump::Mode::kRunning);
+  AttachPty();
+  uint8_t header[limits::kFrameHeaderBytes];
+  EncodeHeader(FrameType::kInput, limits::kMaxInputPayload + 1, header);
+  SendAll(client.get(), std::string_view(reinterpret_cast<char*>(header), sizeof(header)));
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return !rec.errors.empty(); }));
+  EXPECT_EQ(rec.errors[0], ErrorCode::kFrameTooLarge);
+}
+
+TEST_F(PumpTest, InvalidUtf8InputIsAnError) {
+  Make(Pump::Mode::kRunning);
+  AttachPty();
+  SendAll(client.get(), Frame(FrameType::kInput, "ok\xc3("));
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return !rec.errors.empty(); }));
+  EXPECT_EQ(rec.errors[0], ErrorCode::kBadUtf8);
+}
+
+TEST_F(PumpTest, EofHalfClosesThePtyStreamAfterPendingInput) {
+  Make(Pump::Mode::kRunning);
+  AttachPty();
+  SendAll(client.get(), Frame(FrameType::kInput, "last line\n") + Frame(FrameType::kEof, ""));
+  std::string got;
+  char buf[256];
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    fcntl(unit.get(), F_SETFL, O_NONBLOCK);
+    ssize_t n = recv(unit.get(), buf, sizeof(buf), 0);
+    if (n > 0) got.append(buf, static_cast<size_t>(n));
+    return n == 0;  // EOF after the input
+  }));
+  EXPECT_EQ(got, "last line\n");
+  ASSERT_EQ(rec.controls.size(), 1u);
+  EXPECT_EQ(rec.controls[0].first, FrameType::kEof);
+  // INPUT after EOF is a protocol error.
+  SendAll(client.get(), Frame(FrameType::kInput, "more"));
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return !rec.errors.empty(); }));
+  EXPECT_EQ(rec.errors[0], ErrorCode::kProtocolState);
+}
+
+TEST_F(PumpTest, ControlFramesAndTheirChecks) {
+  Make(Pump::Mode::kRunning);
+  AttachPty();
+  SendAll(client.get(), Frame(FrameType::kSignal, std::string(1, '\x02')) + Frame(FrameType::kStop, ""));
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return rec.controls.size() == 2; }));
+  EXPECT_EQ(rec.controls[0], std::make_pair(FrameType::kSignal, uint8_t{2}));
+  EXPECT_EQ(rec.controls[1].first, FrameType::kStop);
+  SendAll(client.get(), Frame(FrameType::kSignal, std::string(1, '\x0b')));  // SEGV
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return !rec.errors.empty(); }));
+  EXPECT_EQ(rec.errors[0], ErrorCode::kBadSignal);
+}
+
+TEST_F(PumpTest, PausedInputWaitsInTheSocket) {
+  Make(Pump::Mode::kRunning);
+  AttachPty();
+  pump->PauseInput(true);
+  SendAll(client.get(), Frame(FrameType::kSignal, std::string(1, '\x0f')));
+  testing::RunFor(event.get(), 50);
+  EXPECT_TRUE(rec.controls.empty());
+  pump->PauseInput(false);
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return rec.controls.size() == 1; }));
+}
+
+TEST_F(PumpTest, SignalPayloadIsExactlyOneByte) {
+  Make(Pump::Mode::kRunning);
+  AttachPty();
+  SendAll(client.get(), Frame(FrameType::kSignal, std::string(limits::kSignalPayload + 1, '\x02')));
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return !rec.errors.empty(); }));
+  EXPECT_EQ(rec.errors[0], ErrorCode::kFrameTooLarge);
+}
+
+TEST_F(PumpTest, StartInRunningIsAProtocolError) {
+  Make(Pump::Mode::kRunning);
+  AttachPty();
+  SendAll(client.get(), Frame(FrameType::kStart, std::string(12, '\0')));
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return !rec.errors.empty(); }));
+  EXPECT_EQ(rec.errors[0], ErrorCode::kProtocolState);
+}
+
+TEST_F(PumpTest, HoldReadsNothingButNoticesAHangUp) {
+  Make(Pump::Mode::kHold);
+  SendAll(client.get(), Frame(FrameType::kInput, "early"));
+  testing::RunFor(event.get(), 50);
+  EXPECT_EQ(rec.errors.size(), 0u);
+  EXPECT_FALSE(pump->conn_reading());
+  client.reset();
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return rec.client_gone + rec.client_eof > 0; }));
+}
+
+// ---- AWAIT_START
+
+std::string StartFrame() {
+  const char* argv[] = {"true"};
+  ErrorCode err;
+  std::string out(StartFrameSize(1, argv, &err), '\0');
+  EncodeStartFrame(80, 24, 1, argv, reinterpret_cast<uint8_t*>(out.data()), out.size(), &err);
+  return out;
+}
+
+TEST_F(PumpTest, StartFrameWithItsDirectoryDescriptor) {
+  Make(Pump::Mode::kAwaitStart);
+  UniqueFd dir(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  std::string f = StartFrame();
+  ASSERT_EQ(SendWithFd(client.get(), f.data(), f.size(), dir.get()), static_cast<ssize_t>(f.size()));
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return rec.starts == 1; }));
+  EXPECT_TRUE(rec.start_fd.valid());
+  EXPECT_TRUE(fcntl(rec.start_fd.get(), F_GETFD) & FD_CLOEXEC) << "received close-on-exec";
+  EXPECT_EQ(rec.start_payload.size(), f.size() - limits::kFrameHeaderBytes);
+  EXPECT_EQ(pump->mode(), Pump::Mode::kHold) << "nothing more is read until RUNNING";
+}
+
+TEST_F(PumpTest, StartWithoutDescriptor) {
+  Make(Pump::Mode::kAwaitStart);
+  SendAll(client.get(), StartFrame());
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return !rec.errors.empty(); }));
+  EXPECT_EQ(rec.errors[0], ErrorCode::kNoDescriptor);
+}
+
+TEST_F(PumpTest, StartWithTwoDescriptors) {
+  Make(Pump::Mode::kAwaitStart);
+  std::string f = StartFrame();
+  UniqueFd dir(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  int fds[2] = {dir.get(), dir.get()};
+  char control[CMSG_SPACE(sizeof(fds))] = {};
+  iovec iov{f.data(), f.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(fds));
+  memcpy(CMSG_DATA(c), fds, sizeof(fds));
+  ASSERT_GT(sendmsg(client.get(), &msg, 0), 0);
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return !rec.errors.empty(); }));
+  EXPECT_EQ(rec.errors[0], ErrorCode::kExtraDescriptor);
+}
+
+TEST_F(PumpTest, DescriptorOnALaterSegmentIsExtra) {
+  Make(Pump::Mode::kAwaitStart);
+  std::string f = StartFrame();
+  UniqueFd dir(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_EQ(SendWithFd(client.get(), f.data(), 4, dir.get()), 4);
+  testing::RunFor(event.get(), 20);
+  ASSERT_EQ(SendWithFd(client.get(), f.data() + 4, f.size() - 4, dir.get()),
+            static_cast<ssize_t>(f.size() - 4));
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return !rec.errors.empty(); }));
+  EXPECT_EQ(rec.errors[0], ErrorCode::kExtraDescriptor);
+}
+
+TEST_F(PumpTest, OversizedStartRejectedFromTheHeader) {
+  Make(Pump::Mode::kAwaitStart);
+  uint8_t header[limits::kFrameHeaderBytes];
+  EncodeHeader(FrameType::kStart, limits::kMaxStartPayload + 1, header);
+  UniqueFd dir(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_EQ(SendWithFd(client.get(), header, sizeof(header), dir.get()), 8);
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return !rec.errors.empty(); }));
+  EXPECT_EQ(rec.errors[0], ErrorCode::kFrameTooLarge);
+}
+
+TEST_F(PumpTest, LargestStartFrameFitsTheHandshakeBuffer) {
+  Make(Pump::Mode::kAwaitStart);
+  // kMaxArgs arguments whose bytes total kMaxArgvTotalBytes: the largest START.
+  std::vector<std::string> args(limits::kMaxArgs, std::string(limits::kMaxArgvTotalBytes / limits::kMaxArgs, 'x'));
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  ErrorCode err;
+  size_t size = StartFrameSize(argv.size(), argv.data(), &err);
+  ASSERT_EQ(size, limits::kFrameHeaderBytes + limits::kMaxStartPayload);
+  std::string f(size, '\0');
+  ASSERT_EQ(EncodeStartFrame(80, 24, argv.size(), argv.data(), reinterpret_cast<uint8_t*>(f.data()),
+                             f.size(), &err),
+            size);
+  UniqueFd dir(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ssize_t n = SendWithFd(client.get(), f.data(), f.size(), dir.get());
+  ASSERT_GT(n, 0);
+  size_t off = static_cast<size_t>(n);
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    if (off < f.size()) {
+      ssize_t m = send(client.get(), f.data() + off, f.size() - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (m > 0) off += static_cast<size_t>(m);
+    }
+    return rec.starts == 1 || !rec.errors.empty();
+  }));
+  EXPECT_TRUE(rec.errors.empty());
+  EXPECT_EQ(rec.start_payload.size(), limits::kMaxStartPayload);
+  EXPECT_LE(pump->MemoryBytes(), limits::kSessionMemoryCap);
+}
+
+TEST_F(PumpTest, EnvelopeReserveAndTerminalAlwaysFits) {
+  Make(Pump::Mode::kRunning);
+  std::string big = R"({"type":"notice","code":")" + std::string(limits::kMaxEnvelopeBytes - 40, 'n') + "\"}";
+  ASSERT_LE(big.size(), limits::kMaxEnvelopeBytes);
+  int queued = 0;
+  while (pump->QueueEnvelope(big)) ++queued;
+  EXPECT_EQ(static_cast<size_t>(queued), Pump::kNoticeQueueBytes / (limits::kFrameHeaderBytes + big.size()));
+  EXPECT_LE(pump->MemoryBytes(), limits::kEnvelopeQueueBytes);
+  pump->QueueTerminal(R"({"type":"error","code":"internal","message":"x"})");
+  EXPECT_LE(pump->MemoryBytes(), limits::kEnvelopeQueueBytes);
+  ClientReader reader(client.get());
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    reader.Drain();
+    return rec.flushed == 1;
+  }));
+  reader.Drain();
+  ASSERT_EQ(reader.events.size(), static_cast<size_t>(queued) + 1);
+  EXPECT_NE(reader.events.back().find("\"error\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace opencode::daemon

@@ -1,0 +1,535 @@
+// The session state machine (docs/PROTOCOL.md section 6) over a real
+// socketpair and a private sd-event loop, with FakeSystemd answering the unit
+// calls and a fixed Authenticator: each START failure gets its error envelope,
+// the happy path delivers started, output and exit (code from ExecMain*) only
+// after the unit is proven gone, and every path that created a unit stops it
+// and proves it gone, including a client that leaves while
+// StartTransientUnit is in flight.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "common/envelope.h"
+#include "common/frame.h"
+#include "common/limits.h"
+#include "common/scm_rights.h"
+#include "daemon/session.h"
+#include "daemon/unit_properties.h"
+#include "tests/daemon_test_util.h"
+
+namespace opencode::daemon {
+namespace {
+
+using testing::ClientReader;
+using testing::FakeSystemd;
+
+class FixedAuth final : public Authenticator {
+ public:
+  ErrorCode code = ErrorCode::kOk;
+  std::unique_ptr<PendingCall> Authenticate(int /*sock*/, AuthDone done) override {
+    AuthResult r;
+    r.code = code;
+    r.why = "test";
+    r.peer.pid = 4242;
+    r.peer.uid = code == ErrorCode::kRootRefused ? 0 : 1000;
+    done(std::move(r));
+    return nullptr;
+  }
+};
+
+struct Observer final : SessionObserver {
+  void OnSessionChanged(Session*) noexcept override { ++changes; }
+  void OnSessionFinished(Session*) noexcept override { ++finished; }
+  int changes = 0, finished = 0;
+};
+
+std::string StartFrame(std::vector<std::string> args = {"sh", "-c", "echo hi"}) {
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  ErrorCode err;
+  std::string out(StartFrameSize(argv.size(), argv.data(), &err), '\0');
+  EncodeStartFrame(100, 30, argv.size(), argv.data(), reinterpret_cast<uint8_t*>(out.data()),
+                   out.size(), &err);
+  return out;
+}
+
+// What systemd would report for the unit it made from `req`.
+UnitSnapshot GoodSnapshot(const UnitRequest& req) {
+  UnitSnapshot s;
+  for (const PropertySpec& spec : BuildPropertySpecs(req))
+    (spec.iface == Interface::kUnit ? s.unit : s.service)[spec.name] = spec.value;
+  s.unit["Refs"] = std::vector<std::string>{":1.42"};
+  s.unit["Job"] = JobRef{0, ObjectPath{"/"}};
+  s.unit["ActiveState"] = std::string("active");
+  s.unit["InvocationID"] = std::vector<uint8_t>(16, 0xcd);
+  s.service["ExecMainStartTimestampMonotonic"] = uint64_t{123};
+  return s;
+}
+UnitSnapshot Finished(UnitSnapshot s, int32_t code, int32_t status, const char* result) {
+  s.unit["ActiveState"] = std::string("inactive");
+  s.service["ExecMainCode"] = code;
+  s.service["ExecMainStatus"] = status;
+  s.service["Result"] = std::string(result);
+  return s;
+}
+
+struct SessionTest : ::testing::Test {
+  void SetUp() override {
+    ASSERT_TRUE(tracker.Init().ok());
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
+    client.reset(sv[1]);
+    ctx.event = event.get();
+    ctx.systemd = &systemd;
+    ctx.tracker = &tracker;
+    ctx.authenticator = &auth;
+    ctx.revision = std::string(40, '1');
+    ctx.source = std::string(64, '2');
+    conn.reset(sv[0]);
+  }
+  void Begin() {
+    session = std::make_unique<Session>(ctx, &obs, std::move(conn));
+    ASSERT_TRUE(session->Start().ok());
+  }
+  void SendStart(const std::string& frame, int fd) {
+    ASSERT_EQ(SendWithFd(client.get(), frame.data(), frame.size(), fd),
+              static_cast<ssize_t>(frame.size()));
+  }
+  void SendStartWithDir() {
+    UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    SendStart(StartFrame(), dir.get());
+  }
+  bool Wait(const std::function<bool()>& f, int ms = 5000) { return testing::RunUntil(event.get(), f, ms); }
+  // The one terminal envelope, parsed.
+  Envelope Terminal() {
+    Envelope e;
+    EXPECT_FALSE(reader.events.empty());
+    if (!reader.events.empty()) {
+      EXPECT_EQ(ParseEnvelope(reader.events.back(), &e), ErrorCode::kOk);
+    }
+    return e;
+  }
+  bool ReadUntilEof() {
+    return Wait([&] { return !reader.Drain(); });
+  }
+  std::string Code(const Envelope& e) {
+    auto it = e.fields.find("code");
+    if (it == e.fields.end()) return "";
+    if (auto* s = std::get_if<std::string>(&it->second)) return *s;
+    if (auto* i = std::get_if<int64_t>(&it->second)) return std::to_string(*i);
+    return "null";
+  }
+  // Reaper sequence: stop, unref, proven gone.
+  void CompleteReap() {
+    ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
+    systemd.Answer("StopUnit", absl::OkStatus());
+    ASSERT_TRUE(systemd.Answer("UnrefUnit", absl::OkStatus()));
+    ASSERT_TRUE(systemd.AnswerGone(true));
+  }
+  // Drives a session to RUNNING; returns the unit's end of the PTY stream.
+  int ToRunning() {
+    Begin();
+    SendStartWithDir();
+    EXPECT_TRUE(Wait([&] { return systemd.Pending_("StartUnit") != nullptr; }));
+    auto call = systemd.Pending_("StartUnit");
+    request = *call->request;
+    unit_fd = call->stream_fd;
+    systemd.Answer("StartUnit", absl::OkStatus());
+    EXPECT_TRUE(systemd.AnswerSnapshot(GoodSnapshot(request)));
+    EXPECT_TRUE(Wait([&] {
+      reader.Drain();
+      return !reader.events.empty();
+    }));
+    EXPECT_EQ(session->state(), Session::State::kRunning);
+    return unit_fd;
+  }
+
+  EventPtr event = testing::NewEvent();
+  UnitTracker tracker{event.get()};
+  FakeSystemd systemd;
+  FixedAuth auth;
+  Observer obs;
+  SessionContext ctx;
+  UniqueFd conn, client;
+  ClientReader reader{-1};
+  std::unique_ptr<Session> session;
+  UnitRequest request;
+  int unit_fd = -1;
+};
+
+TEST_F(SessionTest, HappyPathStartedOutputInputExitAfterProof) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  Envelope started;
+  ASSERT_EQ(ParseEnvelope(reader.events[0], &started), ErrorCode::kOk);
+  EXPECT_EQ(started.type, "started");
+  EXPECT_EQ(std::get<std::string>(started.fields["unit"]), SessionUnitName(session->id()));
+  EXPECT_EQ(std::get<std::string>(started.fields["invocation"]), "cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd");
+  EXPECT_EQ(std::get<std::string>(started.fields["revision"]), std::string(40, '1'));
+  EXPECT_EQ(request.uid, 1000u);
+  EXPECT_EQ(request.cols, 100);
+  EXPECT_EQ(request.rows, 30);
+  EXPECT_EQ(request.argv, (std::vector<std::string>{"sh", "-c", "echo hi"}));
+  EXPECT_TRUE(IsSessionUnitName(request.unit_name));
+
+  ASSERT_EQ(write(unit, "hello\r\n", 7), 7);
+  ASSERT_TRUE(Wait([&] {
+    reader.Drain();
+    return reader.output == "hello\r\n";
+  }));
+  std::string in;
+  AppendFrame(FrameType::kInput, std::string_view("typed\n"), &in);
+  ASSERT_EQ(write(client.get(), in.data(), in.size()), static_cast<ssize_t>(in.size()));
+  char buf[32];
+  ASSERT_TRUE(Wait([&] { return recv(unit, buf, sizeof(buf), MSG_DONTWAIT | MSG_PEEK) == 6; }));
+  ASSERT_EQ(read(unit, buf, 6), 6);
+  EXPECT_EQ(std::string(buf, 6), "typed\n");
+
+  // The unit's processes exit: EOF, then systemd is asked (never told).
+  close(unit);
+  for (auto& c : systemd.calls())
+    if (c->method == "StartUnit") c->stream_fd = -1;
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
+  ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), CLD_EXITED, 7, "exit-code")));
+  // No exit envelope before the unit is proven gone.
+  reader.Drain();
+  EXPECT_EQ(reader.events.size(), 1u);
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  Envelope exit = Terminal();
+  EXPECT_EQ(exit.type, "exit");
+  EXPECT_EQ(Code(exit), "7");
+  EXPECT_TRUE(std::holds_alternative<std::nullptr_t>(exit.fields["signal"]));
+  EXPECT_EQ(std::get<std::string>(exit.fields["result"]), "exit-code");
+  EXPECT_EQ(reader.output_at_event.back(), reader.output.size());
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
+}
+
+TEST_F(SessionTest, KilledMainProcessReportsTheSignal) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  std::string f;
+  AppendFrame(FrameType::kSignal, std::string_view("\x09", 1), &f);
+  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("KillUnit") != nullptr; }));
+  EXPECT_EQ(systemd.Pending_("KillUnit")->signo, 9);
+  systemd.Answer("KillUnit", absl::OkStatus());
+  ASSERT_TRUE(Wait([&] {
+    reader.Drain();
+    return reader.events.size() == 2;
+  }));
+  Envelope notice;
+  ASSERT_EQ(ParseEnvelope(reader.events[1], &notice), ErrorCode::kOk);
+  EXPECT_EQ(Code(notice), "signal_sent");
+  EXPECT_EQ(std::get<std::string>(notice.fields["signal"]), "KILL");
+  close(unit);
+  for (auto& c : systemd.calls()) c->stream_fd = -1;
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
+  ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), CLD_KILLED, SIGKILL, "signal")));
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  Envelope exit = Terminal();
+  EXPECT_EQ(exit.type, "exit");
+  EXPECT_TRUE(std::holds_alternative<std::nullptr_t>(exit.fields["code"]));
+  EXPECT_EQ(std::get<std::string>(exit.fields["signal"]), "KILL");
+}
+
+TEST_F(SessionTest, StopRequestStopsTheUnit) {
+  reader.fd = client.get();
+  ToRunning();
+  std::string f;
+  AppendFrame(FrameType::kStop, std::string_view(), &f);
+  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
+  ASSERT_TRUE(Wait([&] {
+    reader.Drain();
+    return reader.events.size() == 2;
+  }));
+  Envelope notice;
+  ASSERT_EQ(ParseEnvelope(reader.events[1], &notice), ErrorCode::kOk);
+  EXPECT_EQ(Code(notice), "stopping");
+}
+
+TEST_F(SessionTest, PropertyMismatchRefusesAndStopsTheUnit) {
+  reader.fd = client.get();
+  Begin();
+  SendStartWithDir();
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StartUnit") != nullptr; }));
+  request = *systemd.Pending_("StartUnit")->request;
+  systemd.Answer("StartUnit", absl::OkStatus());
+  UnitSnapshot weakened = GoodSnapshot(request);
+  weakened.service["NoNewPrivileges"] = false;  // systemd ignored it
+  ASSERT_TRUE(systemd.AnswerSnapshot(weakened));
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  Envelope e = Terminal();
+  EXPECT_EQ(e.type, "error");
+  EXPECT_EQ(Code(e), "unit_property_mismatch");
+  EXPECT_EQ(reader.events.size(), 1u) << "no started envelope";
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
+}
+
+TEST_F(SessionTest, EveryReadBackPropertyIsChecked) {
+  // Each requested property changed alone must refuse the session.
+  UnitRequest req;
+  req.session_id = std::string(32, 'a');
+  req.unit_name = SessionUnitName(req.session_id);
+  req.uid = 1000;
+  req.cols = 80;
+  req.rows = 24;
+  req.argv = {"true"};
+  for (const PropertySpec& spec : BuildPropertySpecs(req)) {
+    UnitSnapshot s = GoodSnapshot(req);
+    auto& map = spec.iface == Interface::kUnit ? s.unit : s.service;
+    map[spec.name] = OtherType{"weakened"};
+    EXPECT_FALSE(VerifyReadBack(BuildPropertySpecs(req), s.unit, s.service, ":1.42").ok())
+        << spec.name;
+  }
+  UnitSnapshot s = GoodSnapshot(req);
+  EXPECT_TRUE(VerifyReadBack(BuildPropertySpecs(req), s.unit, s.service, ":1.42").ok());
+  EXPECT_FALSE(VerifyReadBack(BuildPropertySpecs(req), s.unit, s.service, ":1.43").ok())
+      << "Refs must name our connection (AddRef)";
+}
+
+TEST_F(SessionTest, StartFailureIsReportedAndCleanedUp) {
+  reader.fd = client.get();
+  Begin();
+  SendStartWithDir();
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StartUnit") != nullptr; }));
+  systemd.Answer("StartUnit", absl::InvalidArgumentError("org.freedesktop.DBus.Error.InvalidArgs: x"));
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  EXPECT_EQ(Code(Terminal()), "unit_start_failed");
+}
+
+TEST_F(SessionTest, ClientGoneWhileStartTransientUnitInFlight) {
+  Begin();
+  SendStartWithDir();
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StartUnit") != nullptr; }));
+  client.reset();  // the client leaves
+  testing::RunFor(event.get(), 50);
+  EXPECT_EQ(obs.finished, 0) << "must not end before systemd answered";
+  EXPECT_EQ(systemd.Count("StopUnit"), 0u);
+  systemd.Answer("StartUnit", absl::OkStatus());  // systemd made the unit after all
+  CompleteReap();
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
+}
+
+TEST_F(SessionTest, ClientGoneWhileRunningStopsAndProves) {
+  reader.fd = client.get();
+  ToRunning();
+  client.reset();
+  CompleteReap();
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
+}
+
+TEST_F(SessionTest, BadUtf8WhileRunningEndsWithErrorAndCleanup) {
+  reader.fd = client.get();
+  ToRunning();
+  std::string f;
+  AppendFrame(FrameType::kInput, std::string_view("\xff"), &f);
+  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  EXPECT_EQ(Code(Terminal()), "bad_utf8");
+}
+
+TEST_F(SessionTest, ShutdownEndsWithInternalAndStopsTheUnit) {
+  reader.fd = client.get();
+  ToRunning();
+  session->Terminate();
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  EXPECT_EQ(Code(Terminal()), "internal");
+}
+
+// ---- refusals before anything is read
+
+TEST_F(SessionTest, UnauthenticatedPeerGetsTheErrorAndNothingIsRead) {
+  reader.fd = client.get();
+  auth.code = ErrorCode::kUnauthenticated;
+  Begin();
+  ASSERT_TRUE(ReadUntilEof());
+  EXPECT_EQ(Code(Terminal()), "unauthenticated");
+  EXPECT_EQ(systemd.calls().size(), 0u);
+}
+
+TEST_F(SessionTest, RootIsRefused) {
+  reader.fd = client.get();
+  auth.code = ErrorCode::kRootRefused;
+  Begin();
+  ASSERT_TRUE(ReadUntilEof());
+  EXPECT_EQ(Code(Terminal()), "root_refused");
+}
+
+// ---- START frame cases: each gets its error envelope, no unit is created
+
+struct StartCase {
+  const char* name;
+  std::function<void(SessionTest*)> send;
+  const char* code;
+};
+
+TEST_F(SessionTest, StartFrameCases) {
+  std::vector<StartCase> cases = {
+      {"no descriptor", [](SessionTest* t) {
+         std::string f = StartFrame();
+         ASSERT_EQ(write(t->client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+       }, "no_descriptor"},
+      {"not a directory", [](SessionTest* t) {
+         UniqueFd file(open("/dev/null", O_RDONLY | O_CLOEXEC));
+         t->SendStart(StartFrame(), file.get());
+       }, "not_directory"},
+      {"two descriptors", [](SessionTest* t) {
+         std::string f = StartFrame();
+         UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+         ASSERT_EQ(SendWithFd(t->client.get(), f.data(), 8, dir.get()), 8);
+         testing::RunFor(t->event.get(), 20);
+         ASSERT_GT(SendWithFd(t->client.get(), f.data() + 8, f.size() - 8, dir.get()), 0);
+       }, "extra_descriptor"},
+      {"oversized", [](SessionTest* t) {
+         uint8_t h[limits::kFrameHeaderBytes];
+         EncodeHeader(FrameType::kStart, limits::kMaxStartPayload + 1, h);
+         UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+         ASSERT_EQ(SendWithFd(t->client.get(), h, sizeof(h), dir.get()), 8);
+       }, "frame_too_large"},
+      {"bad version", [](SessionTest* t) {
+         std::string f = StartFrame();
+         f[0] = 2;
+         UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+         t->SendStart(f, dir.get());
+       }, "bad_version"},
+      {"flags set", [](SessionTest* t) {
+         std::string f = StartFrame();
+         f[limits::kFrameHeaderBytes + 7] = 1;  // flags (u32 after cols, rows)
+         UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+         t->SendStart(f, dir.get());
+       }, "bad_start"},
+      {"window too large", [](SessionTest* t) {
+         std::string f = StartFrame();
+         f[limits::kFrameHeaderBytes] = static_cast<char>((limits::kMaxCols + 1) >> 8);
+         f[limits::kFrameHeaderBytes + 1] = static_cast<char>((limits::kMaxCols + 1) & 0xff);
+         UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+         t->SendStart(f, dir.get());
+       }, "bad_size"},
+      {"INPUT before START", [](SessionTest* t) {
+         std::string f;
+         AppendFrame(FrameType::kInput, std::string_view("x"), &f);
+         UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+         t->SendStart(f, dir.get());
+       }, "protocol_state"},
+  };
+  for (auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    TearDown();
+    SetUp();
+    reader = ClientReader(client.get());
+    Begin();
+    c.send(this);
+    ASSERT_TRUE(ReadUntilEof());
+    EXPECT_EQ(Code(Terminal()), c.code);
+    EXPECT_EQ(systemd.Count("StartUnit"), 0u);
+    session.reset();
+  }
+}
+
+TEST_F(SessionTest, ArgvLimitsThroughTheSession) {
+  // kMaxArgs + 1 arguments, one argument of kMaxArgBytes + 1, and argv above
+  // kMaxArgvTotalBytes: built by hand (the encoder refuses them).
+  auto payload = [](size_t argc, size_t each) {
+    std::string p;
+    auto u16 = [&](uint16_t v) { p.push_back(char(v >> 8)); p.push_back(char(v)); };
+    auto u32 = [&](uint32_t v) { for (int s = 24; s >= 0; s -= 8) p.push_back(char(v >> s)); };
+    u16(80); u16(24); u32(0); u32(static_cast<uint32_t>(argc));
+    for (size_t i = 0; i < argc; ++i) { u32(static_cast<uint32_t>(each)); p.append(each, 'a'); }
+    std::string f;
+    AppendFrame(FrameType::kStart, p, &f);
+    return f;
+  };
+  struct C { std::string frame; const char* code; } cases[] = {
+      {payload(limits::kMaxArgs + 1, 1), "bad_argc"},
+      {payload(1, limits::kMaxArgBytes + 1), "arg_too_long"},
+      // 5 x 13,200 bytes: above kMaxArgvTotalBytes, payload still below kMaxStartPayload.
+      {payload(5, 13200), "argv_too_long"},
+  };
+  for (auto& c : cases) {
+    SCOPED_TRACE(c.code);
+    TearDown();
+    SetUp();
+    reader = ClientReader(client.get());
+    Begin();
+    UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ssize_t n = SendWithFd(client.get(), c.frame.data(), c.frame.size(), dir.get());
+    ASSERT_GT(n, 0);
+    size_t off = static_cast<size_t>(n);
+    ASSERT_TRUE(Wait([&] {
+      if (off < c.frame.size()) {
+        ssize_t m = send(client.get(), c.frame.data() + off, c.frame.size() - off, MSG_NOSIGNAL);
+        if (m > 0) off += static_cast<size_t>(m);
+      }
+      return !reader.Drain();
+    }));
+    EXPECT_EQ(Code(Terminal()), c.code);
+    session.reset();
+  }
+}
+
+TEST_F(SessionTest, StartFrameDeadline) {
+  reader.fd = client.get();
+  Begin();
+  // A truncated START that never completes.
+  std::string f = StartFrame();
+  UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_EQ(SendWithFd(client.get(), f.data(), 5, dir.get()), 5);
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Wait([&] { return !reader.Drain(); },
+                   static_cast<int>(limits::kStartFrameDeadlineUsec / 1000) + 2000));
+  auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  EXPECT_GE(waited.count(), static_cast<long>(limits::kStartFrameDeadlineUsec / 1000) - 100);
+  EXPECT_EQ(Code(Terminal()), "start_timeout");
+}
+
+TEST_F(SessionTest, UnitStartDeadline) {
+  reader.fd = client.get();
+  Begin();
+  SendStartWithDir();
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StartUnit") != nullptr; }));
+  systemd.Answer("StartUnit", absl::OkStatus());
+  // The start job never finishes (Job stays pending in every answer).
+  UnitSnapshot pending = GoodSnapshot(*systemd.calls()[0]->request);
+  pending.unit["Job"] = JobRef{5, ObjectPath{"/org/freedesktop/systemd1/job/5"}};
+  ASSERT_TRUE(Wait(
+      [&] {
+        while (systemd.Pending_("QueryUnit")) systemd.AnswerSnapshot(pending);
+        return systemd.Pending_("StopUnit") != nullptr;
+      },
+      static_cast<int>(limits::kUnitStartDeadlineUsec / 1000) + 3000));
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  EXPECT_EQ(Code(Terminal()), "unit_start_failed");
+}
+
+TEST_F(SessionTest, TerminalFlushDeadlineClosesANonReadingClient) {
+  // The client never reads; the output queue is full; an error ends the
+  // session; the connection is closed after the flush deadline anyway.
+  reader.fd = client.get();
+  int unit = ToRunning();
+  fcntl(unit, F_SETFL, O_NONBLOCK);
+  std::string chunk(65536, 'z');
+  for (int i = 0; i < 200; ++i) {
+    (void)send(unit, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+    sd_event_run(event.get(), 1000);
+  }
+  EXPECT_LE(session->MemoryBytes(), limits::kSessionMemoryCap);
+  session->Terminate();
+  CompleteReap();
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; },
+                   static_cast<int>(limits::kTerminalFlushDeadlineUsec / 1000) + 3000));
+}
+
+}  // namespace
+}  // namespace opencode::daemon

@@ -1,0 +1,136 @@
+// The PTY unit's fixed property set: the StartTransientUnit message carries
+// exactly the documented properties (descriptors as 'h', the launcher with
+// the canonical encoding of each argument, AddRef), and session unit names
+// are exactly opencode-pty-<32 lowercase hex>.service.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "common/base64url.h"
+#include "common/unique_fd.h"
+#include "common/limits.h"
+#include "daemon/constants.h"
+#include "daemon/unit_properties.h"
+#include "tests/daemon_test_util.h"
+
+namespace opencode::daemon {
+namespace {
+
+UnitRequest Request() {
+  UnitRequest r;
+  r.session_id = "0123456789abcdef0123456789abcdef";
+  r.unit_name = SessionUnitName(r.session_id);
+  r.uid = 1000;
+  r.cols = 120;
+  r.rows = 40;
+  r.argv = {"printf", "%s\n", "a b", "", "$(id)", std::string("\xff\x01", 2)};
+  return r;
+}
+
+TEST(UnitProperties, StartTransientUnitMessageHasTheFixedSet) {
+  testing::MessageFactory f;
+  sd_bus_message* raw = nullptr;
+  ASSERT_GE(sd_bus_message_new_method_call(f.bus(), &raw, kSystemdService, kSystemdPath,
+                                           kManagerInterface, "StartTransientUnit"),
+            0);
+  MessagePtr m(raw);
+  UniqueFd stream(open("/dev/null", O_RDWR | O_CLOEXEC));
+  UniqueFd dir(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(AppendStartTransientUnit(m.get(), Request(), stream.get(), dir.get()).ok());
+  ASSERT_GE(sd_bus_message_seal(m.get(), 1, 0), 0);
+  ASSERT_GE(sd_bus_message_rewind(m.get(), 1), 0);
+
+  const char *name = nullptr, *mode = nullptr;
+  ASSERT_GT(sd_bus_message_read(m.get(), "ss", &name, &mode), 0);
+  EXPECT_STREQ(name, "opencode-pty-0123456789abcdef0123456789abcdef.service");
+  EXPECT_STREQ(mode, "fail");
+  std::map<std::string, std::string> types;
+  std::vector<std::string> exec_argv;
+  int add_ref = 0;
+  ASSERT_GT(sd_bus_message_enter_container(m.get(), 'a', "(sv)"), 0);
+  while (sd_bus_message_enter_container(m.get(), 'r', "sv") > 0) {
+    const char* prop = nullptr;
+    sd_bus_message_read_basic(m.get(), 's', &prop);
+    const char* contents = nullptr;
+    sd_bus_message_peek_type(m.get(), nullptr, &contents);
+    EXPECT_FALSE(types.contains(prop)) << prop << " twice";
+    types[prop] = contents;
+    if (std::string(prop) == "ExecStart") {
+      sd_bus_message_enter_container(m.get(), 'v', "a(sasb)");
+      sd_bus_message_enter_container(m.get(), 'a', "(sasb)");
+      sd_bus_message_enter_container(m.get(), 'r', "sasb");
+      const char* path = nullptr;
+      sd_bus_message_read_basic(m.get(), 's', &path);
+      EXPECT_STREQ(path, kLauncherPath);
+      char** strv = nullptr;
+      sd_bus_message_read_strv(m.get(), &strv);
+      for (char** s = strv; *s; ++s) exec_argv.emplace_back(*s), free(*s);
+      free(strv);
+      int ignore = 1;
+      sd_bus_message_read_basic(m.get(), 'b', &ignore);
+      EXPECT_EQ(ignore, 0);
+      sd_bus_message_exit_container(m.get());
+      sd_bus_message_exit_container(m.get());
+      sd_bus_message_exit_container(m.get());
+    } else if (std::string(prop) == "AddRef") {
+      sd_bus_message_read(m.get(), "v", "b", &add_ref);
+    } else {
+      sd_bus_message_skip(m.get(), "v");
+    }
+    sd_bus_message_exit_container(m.get());
+  }
+  std::map<std::string, std::string> want = {
+      {"Description", "s"}, {"CollectMode", "s"}, {"Slice", "s"}, {"Type", "s"},
+      {"User", "s"}, {"ExecStart", "a(sasb)"}, {"Environment", "as"}, {"RemainAfterExit", "b"},
+      {"KillMode", "s"}, {"SendSIGKILL", "b"}, {"SendSIGHUP", "b"}, {"TimeoutStopUSec", "t"},
+      {"TasksMax", "t"}, {"LimitCORE", "t"}, {"IgnoreSIGPIPE", "b"}, {"NoNewPrivileges", "b"},
+      {"LockPersonality", "b"}, {"RestrictRealtime", "b"}, {"RestrictSUIDSGID", "b"},
+      {"StandardInputFileDescriptor", "h"}, {"StandardOutputFileDescriptor", "h"},
+      {"StandardErrorFileDescriptor", "h"}, {"AddRef", "b"}};
+  EXPECT_EQ(types, want);
+  EXPECT_EQ(add_ref, 1);
+  ASSERT_EQ(exec_argv.size(), Request().argv.size() + 1);
+  EXPECT_EQ(exec_argv[0], kLauncherPath);
+  for (size_t i = 0; i < Request().argv.size(); ++i) {
+    std::string enc;
+    EncodeArg(Request().argv[i], &enc);
+    EXPECT_EQ(exec_argv[i + 1], enc);
+    std::string dec;
+    EXPECT_EQ(DecodeArg(exec_argv[i + 1], &dec), ErrorCode::kOk);
+    EXPECT_EQ(dec, Request().argv[i]) << "argument keeps its bytes";
+  }
+}
+
+TEST(UnitProperties, SpecValues) {
+  std::map<std::string, PropValue> v;
+  for (const auto& s : BuildPropertySpecs(Request())) v[s.name] = s.value;
+  EXPECT_EQ(v["User"], PropValue(std::string("1000")));
+  EXPECT_EQ(v["Slice"], PropValue(std::string("opencode-pty.slice")));
+  EXPECT_EQ(v["Type"], PropValue(std::string("exec")));
+  EXPECT_EQ(v["Environment"], PropValue(std::vector<std::string>{"COLUMNS=120", "LINES=40"}));
+  EXPECT_EQ(v["TimeoutStopUSec"], PropValue(uint64_t{limits::kUnitStopTimeoutUsec}));
+  EXPECT_EQ(v["TasksMax"], PropValue(uint64_t{limits::kUnitTasksMax}));
+  EXPECT_EQ(v["LimitCORE"], PropValue(uint64_t{0}));
+  EXPECT_EQ(v["NoNewPrivileges"], PropValue(true));
+  EXPECT_EQ(v["KillMode"], PropValue(std::string("control-group")));
+  EXPECT_EQ(v["CollectMode"], PropValue(std::string("inactive-or-failed")));
+  EXPECT_EQ(v["RemainAfterExit"], PropValue(false));
+  // Description names the session, never the command.
+  EXPECT_EQ(v["Description"], PropValue(std::string("opencode PTY session 0123456789abcdef0123456789abcdef")));
+}
+
+TEST(UnitProperties, SessionUnitNames) {
+  EXPECT_TRUE(IsSessionUnitName("opencode-pty-0123456789abcdef0123456789abcdef.service"));
+  EXPECT_FALSE(IsSessionUnitName("opencode-pty-supervisor.service"));
+  EXPECT_FALSE(IsSessionUnitName("opencode-pty-0123456789ABCDEF0123456789abcdef.service"));
+  EXPECT_FALSE(IsSessionUnitName("opencode-pty-0123456789abcdef0123456789abcde.service"));
+  EXPECT_FALSE(IsSessionUnitName("opencode-pty-0123456789abcdef0123456789abcdef.socket"));
+  EXPECT_FALSE(IsSessionUnitName("xopencode-pty-0123456789abcdef0123456789abcdef.service"));
+}
+
+}  // namespace
+}  // namespace opencode::daemon
