@@ -64,5 +64,9 @@ app_run() {
   return "$rc"
 }
 
-session_units() { systemctl list-units --all --plain --no-legend 'opencode-pty-*.service' | awk '{print $1}'; }
-no_session_units() { [ -z "$(session_units)" ]; }
+# PTY session units only (opencode-pty-supervisor.service matches the glob too).
+session_units() {
+  systemctl list-units --all --plain --no-legend 'opencode-pty-*.service' | awk '{print $1}' |
+    grep -E '^opencode-pty-[0-9a-f]{32}\.service$'
+}
+no_session_units() { u=$(session_units); [ -z "$u" ] || { echo "left: $u"; return 1; }; }

@@ -46,8 +46,9 @@ function systemctl(...args) {
   const r = childProcess.spawnSync('/bin/systemctl', args, { encoding: 'utf8', timeout: 20000 });
   return (r.stdout || '').trim();
 }
+// PTY session units only (opencode-pty-supervisor.service matches the glob too).
 const sessionUnits = () => systemctl('list-units', '--all', '--plain', '--no-legend', 'opencode-pty-*.service')
-  .split('\n').filter(Boolean).map((l) => l.split(/\s+/)[0]);
+  .split('\n').map((l) => l.split(/\s+/)[0]).filter((u) => /^opencode-pty-[0-9a-f]{32}\.service$/.test(u));
 const loadState = (unit) => systemctl('show', '-P', 'LoadState', unit);
 const unitGone = (unit, ms = 15000) => until(() => loadState(unit) === 'not-found', ms, 100);
 

@@ -140,6 +140,13 @@ def evaluate(trace, app, ctx):
     helpers = [e for e in execs if e['exe'] == helper_path]
     others = [e for e in execs if e['exe'] != helper_path]
     dir_st = os.stat(ctx['dir'])
+    if not ctx.get('dry_run'):
+        ready = ctx.get('ready') or {}
+        check('app: the traced process is the MainPID of %s, the SEA, running as %s' % (SERVICE, APP_USER),
+              ctx.get('main_exe') == APP_PATH and ctx.get('main_uid') == pwd.getpwnam(APP_USER).pw_uid and
+              ready.get('pid') == target and ('/%s' % SERVICE) in ctx.get('main_cgroup', ''),
+              {'pid': target, 'exe': ctx.get('main_exe'), 'uid': ctx.get('main_uid'),
+               'cgroup': ctx.get('main_cgroup', '').splitlines()[-1:]})
     check('trace: the Node process was traced until it exited',
           not trace.get('timeout') and str(target) in trace['exits'],
           'execs=%d forks=%d threads=%d duration=%ss' % (len(execs), trace['forks'], trace['threads'], trace['duration']))
