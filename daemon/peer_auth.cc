@@ -200,6 +200,7 @@ class BusAuth final : public PendingCall {
       if (!by_pidfd.ok()) return Finish(ErrorCode::kUnauthenticated, by_pidfd.status().ToString());
       if (ErrorCode c = CheckPidfdUnit(*by_pidfd, *identity, &why); c != ErrorCode::kOk)
         return Finish(c, why);
+      peer_.pidfd_witness = true;
     }
     // Liveness is sampled after every answer has arrived.
     facts_.alive_after = PidfdAlive(creds_.pidfd.get());

@@ -48,6 +48,8 @@ struct AuthenticatedPeer {
   pid_t pid = 0;
   uid_t uid = 0;
   std::string client_invocation;  // 32 hex, for the journal
+  // systemd >= 253 confirmed the pidfd's unit and InvocationID as well.
+  bool pidfd_witness = false;
 };
 
 // The outcome of one authentication: the peer, or the error code to send.

@@ -153,7 +153,10 @@ void Session::OnAuthenticated(AuthResult result) noexcept {
     Log(LOG_WARNING, Fields(result.code), absl::StrCat("connection refused: ", result.why));
     return Fail(result.code, result.why);
   }
-  Log(LOG_INFO, Fields(), "connection authenticated");
+  Log(LOG_INFO, Fields(),
+      peer_.pidfd_witness
+          ? "connection authenticated (MainPID, live pidfd, GetUnitByPIDFD)"
+          : "connection authenticated (MainPID, live pidfd; this systemd has no GetUnitByPIDFD)");
   SetState(State::kAwaitStart);
   pump_->SetMode(Pump::Mode::kAwaitStart);
 }
@@ -386,7 +389,7 @@ void Session::Fail(ErrorCode code, std::string_view detail) noexcept {
               code == ErrorCode::kUnitPropertyMismatch
           ? LOG_ERR
           : LOG_WARNING,
-      Fields(code), absl::StrCat("session failed: ", AV(detail)));
+      Fields(code), absl::StrCat("session failed (", AV(ErrorCodeName(code)), "): ", AV(detail)));
   auth_.reset();
   control_call_.reset();
   request_.reset();

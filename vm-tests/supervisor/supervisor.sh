@@ -117,6 +117,13 @@ s=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["envelopes"]
 check "journal: structured entries for the session (SESSION, UNIT, PEER_PID, PEER_UID, INVOCATION_ID)" sh -c '
   journalctl -o verbose --no-pager _SYSTEMD_UNIT=opencode-pty-supervisor.service SESSION=$1 > /tmp/j.txt
   grep -c "MESSAGE=" /tmp/j.txt; for f in UNIT= PEER_PID= PEER_UID=1000 INVOCATION_ID=; do grep -q "^ *$f" /tmp/j.txt || { echo "missing $f"; exit 1; }; done' - "$s"
+# systemd 257 answers GetUnitByPIDFD (a second witness); 252 does not have it.
+if [ "$(systemctl --version | sed -n '1s/^systemd \([0-9]*\).*/\1/p')" -ge 253 ]; then
+  witness="connection authenticated (MainPID, live pidfd, GetUnitByPIDFD)"
+else
+  witness="connection authenticated (MainPID, live pidfd; this systemd has no GetUnitByPIDFD)"
+fi
+check "journal: $witness" sh -c 'journalctl --no-pager -o cat _SYSTEMD_UNIT=opencode-pty-supervisor.service SESSION=$1 | grep -qxF "$2"' - "$s" "$witness"
 check "journal: no argv contents and no PTY bytes from the supervisor" sh -c '
   journalctl -o verbose --no-pager _SYSTEMD_UNIT=opencode-pty-supervisor.service > /tmp/all.txt
   ! grep -n -e marker-ARGV-7f3a -e got:abc -e hello-42 /tmp/all.txt'
