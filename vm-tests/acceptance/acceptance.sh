@@ -223,11 +223,16 @@ if [ "$TARGET" = vm ]; then
     acc yama.in-force fail "Yama ptrace_scope is 2 after tools/install" "$(cat $YAMA 2>&1)"
   fi
 else
+  # The verifier checks the marker before Yama: with a good marker (written
+  # here, in a disposable container, only to reach that check) the one reason
+  # left must be Yama.
+  "$A/tools/write-marker" --reviewed > "$T/marker.txt" 2>&1
   out=$("$V" 2>&1); rc=$?
   if [ ! -e $YAMA ] && [ "$rc" = 1 ] && printf '%s' "$out" | grep -q 'Yama is not active'; then
-    acc gate.refuses-no-yama pass "this container's kernel has no Yama and the readiness verifier refuses it" "$out"
+    acc gate.refuses-no-yama pass "this container's kernel has no Yama: with a good marker the readiness verifier still refuses it, naming Yama" "$out"
   else
-    acc gate.refuses-no-yama fail "the readiness verifier refuses a kernel without Yama" "yama file $( [ -e $YAMA ] && echo present || echo absent ), exit $rc: $out"
+    acc gate.refuses-no-yama fail "with a good marker the readiness verifier refuses a kernel without Yama, naming Yama" \
+      "yama file $( [ -e $YAMA ] && echo present || echo absent ), exit $rc: $out; $(cat "$T/marker.txt")"
   fi
 fi
 
@@ -296,7 +301,12 @@ else
     "SEA Node $SEA_VERSION: ${GATE_JSON:-no gate statement}"
   NOTES+=("The SEA runs Node $SEA_VERSION; only a probe of a Node 26.4 SEA satisfies the deployment gate. This report cannot pass until that probe runs on the final 26.4 binary.")
 fi
-acc_run probe.no-unit-left "after the probes no session unit is left" no_session_units
+# Whatever the probes left (a hung SEA, their runtime drop-in) must not leak
+# into the next checks.
+systemctl stop $APP 2>/dev/null
+rm -f /run/systemd/system/$APP.d/50-node-probe.conf
+systemctl daemon-reload
+acc_run probe.no-unit-left "after the probes no session unit is left" wait_for 20 no_session_units
 # The probe installs the SEA as /usr/local/bin/opencode-v2; the stand-in goes back.
 standin_install "$MODULE_SRC"
 rm -rf /run/opencode-node-probe
@@ -473,7 +483,9 @@ python3 $ISO --target main:$APPPID:$app_socks --only getfd > "$T/iso-root.json" 
 acc_run isolation.positive-control "positive control: root (CAP_SYS_PTRACE) obtains the MainPID's sockets with pidfd_getfd" python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1])); got = [a for a in r["attempts"] if not a["blocked"] and "socket" in (a["detail"] or "")]
-print(len(got), "of", len(r["attempts"]), "obtained:", json.dumps(r["attempts"])[:600]); sys.exit(0 if got else 1)' "$T/iso-root.json"
+st = {l.split(":")[0]: l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapEff", "CapBnd"))}
+tr = [l.strip() for l in open("/proc/%s/status" % sys.argv[2]) if l.startswith(("TracerPid", "Uid"))]
+print(len(got), "of", len(r["attempts"]), "obtained:", json.dumps(r["attempts"])[:600], "| prober", st, "| target", tr); sys.exit(0 if got else 1)' "$T/iso-root.json" "$APPPID"
 
 if [ "$TARGET" = vm ]; then
   YAMA_KINDS=ptrace,vmread,getfd,procfd,connect,helper,inherited

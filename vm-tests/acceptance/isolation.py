@@ -21,11 +21,11 @@
 # KIND: ptrace, vmread, getfd, procfd, connect, helper, inherited.
 import ctypes
 import errno
+import fcntl
 import json
 import os
 import socket
 import struct
-import subprocess
 import sys
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -224,18 +224,38 @@ def try_connect(name, path):
 
 
 def run_helper(helper, sock_fd, argv):
-    """Runs the client helper exactly as the module does: fd 3 = the socket, fd 4 = a directory."""
+    """Runs the client helper exactly as the module does: fd 3 = the socket,
+    fd 4 = a directory, stdio otherwise; returns (exit status, stderr)."""
     d = os.open('/', os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    # Out of the way of 0..4 first, so the dup2s below cannot clobber each other.
+    hs = fcntl.fcntl(sock_fd, fcntl.F_DUPFD_CLOEXEC, 100)
+    hd = fcntl.fcntl(d, fcntl.F_DUPFD_CLOEXEC, 100)
+    os.close(d)
+    # Whatever this process inherited stays out of the helper (it refuses any
+    # descriptor >= 5): mark everything close-on-exec.
+    for n in os.listdir('/proc/self/fd'):
+        try:
+            fcntl.fcntl(int(n), fcntl.F_SETFD, fcntl.FD_CLOEXEC)
+        except OSError:
+            pass
+    r, w = os.pipe2(os.O_CLOEXEC)
+    null = os.open('/dev/null', os.O_RDWR | os.O_CLOEXEC)
     try:
-        def child():
-            os.dup2(sock_fd, 3)
-            os.dup2(d, 4)
-        p = subprocess.run([helper, '--cols', '80', '--rows', '24', '--'] + argv, preexec_fn=child,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           close_fds=False, env={}, cwd='/', timeout=30)
-        return p.returncode, p.stderr.decode('utf-8', 'replace').strip()[:200]
+        pid = os.posix_spawn(helper, [helper, '--cols', '80', '--rows', '24', '--'] + argv, {}, file_actions=[
+            (os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, null, 1), (os.POSIX_SPAWN_DUP2, w, 2),
+            (os.POSIX_SPAWN_DUP2, hs, 3), (os.POSIX_SPAWN_DUP2, hd, 4)])
     finally:
-        os.close(d)
+        for fd in (hs, hd, w, null):
+            os.close(fd)
+    err = b''
+    while True:
+        b = os.read(r, 4096)
+        if not b:
+            break
+        err += b[:4096]
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), err.decode('utf-8', 'replace').strip()[:200]
 
 
 def try_helper(name, path, helper):
@@ -255,7 +275,7 @@ def try_helper(name, path, helper):
 
 def try_inherited(name, path, helper):
     table, err = fd_table(os.getpid())
-    mine = {fd: l for fd, l in (table or {}).items() if fd > 2 or True}
+    mine = dict(table or {})
     sockets = []
     for fd, link in sorted(mine.items()):
         if link.startswith('socket:'):
