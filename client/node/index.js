@@ -32,6 +32,10 @@ const limits = Object.freeze({
   maxRows: 1000,
   defaultCols: 80,
   defaultRows: 24,
+  // The supervisor's admission caps (error codes too_many_sessions and
+  // too_many_handshakes); the module does not enforce them.
+  maxSessions: 1024,
+  maxPendingHandshakes: 16,
   // Output held for the application while it has no data listener or is
   // paused. When reached, the socket is no longer read, so the supervisor's
   // queue fills and it stops reading the PTY: the command blocks, nothing is

@@ -1,5 +1,5 @@
 #!/bin/sh
-# vm-tests/node/smoke.sh [--unit-tests] [CASE,...]: one run of the Node smoke
+# vm-tests/node/smoke.sh [--unit-tests] [--session-cap] [CASE,...]: one run of the Node smoke
 # suite against the installed product and a fresh supervisor on a real systemd.
 # The application side is vm-tests/node/smoke-app.js, run on the rootfs's own
 # Node (18 on bookworm) as the MainPID of opencode-v2.service (User=byk) through
@@ -7,12 +7,21 @@
 # the checks only root can make (socket permissions, refusals of other users
 # and of root, the supervisor's descriptors before and after, leftovers).
 # vm-tests/node/run-smoke repeats it (ctest vm.node-smoke.bookworm: 10 runs).
-# --unit-tests also runs the module's node:test suite on the rootfs's Node.
+# --unit-tests also runs the module's node:test suite on the rootfs's Node;
+# --session-cap adds the case that starts kMaxSessions (1,024) real sessions
+# (about a minute and a half; run-smoke does it in the first run only).
 . /vm-tests/lib/check.sh
 . /tests/common.sh
 unit_tests=no
-if [ "${1:-}" = --unit-tests ]; then unit_tests=yes; shift; fi
-CASES=${1:-}
+CASES=session,utf8,prelistener,stop,notices,patterns,framing,helper,identity,inflight,handshakes
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --unit-tests) unit_tests=yes ;;
+    --session-cap) CASES=$CASES,sessioncap ;;
+    *) CASES=$1 ;;
+  esac
+  shift
+done
 V=/usr/local/libexec/opencode-pty-verify-readiness
 S=/run/opencode-pty/supervisor.sock
 
@@ -61,7 +70,7 @@ fds_before=$(ls /proc/$sup/fd | wc -l)
 rm -f $WORK/smoke.jsonl
 app_run 1500 "/usr/bin/node /tests/smoke-app.js" \
   OPENCODE_PTY_MODULE=$CLIENT/index.js OPENCODE_SMOKE_OUT=$WORK/smoke.jsonl OPENCODE_SMOKE_WORK=$WORK \
-  OPENCODE_SMOKE_REVISION=$rev OPENCODE_SMOKE_SOURCE=$src ${CASES:+OPENCODE_SMOKE_CASES=$CASES}
+  OPENCODE_SMOKE_REVISION=$rev OPENCODE_SMOKE_SOURCE=$src OPENCODE_SMOKE_CASES=$CASES
 rc=$?
 cp $WORK/smoke.jsonl /results/node-smoke.jsonl 2>/dev/null
 journalctl -o cat --no-pager -u opencode-v2.service > /results/node-smoke-app.log
