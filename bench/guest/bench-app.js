@@ -1,0 +1,344 @@
+'use strict';
+// bench/guest/bench-app.js: the application side of the benchmarks. Runs as
+// the MainPID of opencode-v2.service (User=byk) inside the bench container,
+// through the Node client module (OPENCODE_PTY_MODULE), and appends one JSON
+// line per measurement to BENCH_OUT. It measures; it never judges: no figure
+// here is compared with a threshold.
+//
+// BENCH_MODE:
+//   throughput  BENCH_FILE through each of BENCH_VARIANTS (comma list, run in
+//               that order): "stack" (cat FILE in a PTY unit via the
+//               supervisor), "script" (bare `script -q -e -f -c "cat FILE"
+//               /dev/null`, stdout a pipe read by this process), "nodepty"
+//               (cat FILE on node-pty from BENCH_NODE_PTY).
+//   latency     BENCH_LAT_N sessions each of `true` and `echo hi` through the
+//               stack, alternating, one at a time; plus the same through bare
+//               script as a reference.
+//   scale       idle sessions (`sleep infinity`) up to each of BENCH_LEVELS;
+//               at each level writes BENCH_CTL/ready-N and waits for
+//               BENCH_CTL/go-N (root measures the supervisor meanwhile).
+//   stream      for each N of BENCH_STREAM_LEVELS, N concurrent `cat
+//               BENCH_STREAM_FILE` sessions; supervisor CPU and RSS around it.
+// BENCH_SUPERVISOR_PID: the supervisor's pid (its /proc/PID/stat and status are
+// world-readable); CPU and RSS are read around each stack measurement.
+
+const fs = require('fs');
+const childProcess = require('child_process');
+const pty = require(process.env.OPENCODE_PTY_MODULE);
+
+const OUT = process.env.BENCH_OUT;
+const MODE = process.env.BENCH_MODE;
+const CTL = process.env.BENCH_CTL || '/run/opencode-node-test';
+const SUP = process.env.BENCH_SUPERVISOR_PID || '';
+const CLK_TCK = 100;  // Linux USER_HZ on x86-64
+
+const now = () => Number(process.hrtime.bigint()) / 1e6;  // ms
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// BENCH_PROFILE=1 marks records taken with the supervisor under callgrind.
+function emit(rec) {
+  if (process.env.BENCH_PROFILE === '1') rec = { profile: true, ...rec };
+  fs.appendFileSync(OUT, JSON.stringify(rec) + '\n');
+}
+
+// utime+stime of the supervisor in seconds, or null when unknown.
+function supCpu() {
+  if (!SUP) return null;
+  try {
+    const stat = fs.readFileSync(`/proc/${SUP}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / CLK_TCK;  // fields 14 and 15
+  } catch {
+    return null;
+  }
+}
+
+function supStatus() {
+  if (!SUP) return null;
+  try {
+    const out = {};
+    for (const line of fs.readFileSync(`/proc/${SUP}/status`, 'utf8').split('\n')) {
+      const m = /^(VmRSS|VmHWM|RssAnon|RssFile|RssShmem|Threads):\s+(\d+)/.exec(line);
+      if (m) out[m[1]] = Number(m[2]);
+    }
+    return out;
+  } catch {
+    return null;
+  }
+}
+
+function nodeCpu(prev) {
+  const u = process.cpuUsage(prev);
+  return (u.user + u.system) / 1e6;
+}
+
+// ------------------------------------------------------------ throughput ----
+
+function runStack(file) {
+  return new Promise((resolve) => {
+    const r = { variant: 'stack', bytes: 0, first_ms: null, last_ms: null };
+    const cpu0 = supCpu();
+    const ncpu = process.cpuUsage();
+    const t0 = now();
+    const p = pty.spawn('cat', [file], { cwd: '/', encoding: null });
+    p.onStarted(() => { r.started_ms = now() - t0; });
+    p.onData((b) => {
+      const t = now();
+      if (r.first_ms === null) r.first_ms = t - t0;
+      r.last_ms = t - t0;
+      r.bytes += b.length;
+    });
+    p.onExit((e) => {
+      r.total_ms = now() - t0;
+      const cpu1 = supCpu();
+      r.sup_cpu_s = cpu0 === null || cpu1 === null ? null : cpu1 - cpu0;
+      r.client_cpu_s = nodeCpu(ncpu);
+      r.exit = { code: e.exitCode, signal: e.signal, error: e.error ? e.error.code : null };
+      resolve(r);
+    });
+  });
+}
+
+function runScript(file) {
+  return new Promise((resolve) => {
+    const r = { variant: 'script', bytes: 0, first_ms: null, last_ms: null };
+    const ncpu = process.cpuUsage();
+    const t0 = now();
+    // stdin stays open (as the launcher's script sees the PTY stream socket),
+    // stdout is a pipe this process drains, like the stack's socket.
+    const c = childProcess.spawn('/usr/bin/script', ['-q', '-e', '-f', '-c', `cat ${file}`, '/dev/null'],
+      { stdio: ['pipe', 'pipe', 'ignore'], cwd: '/' });
+    c.stdout.on('data', (b) => {
+      const t = now();
+      if (r.first_ms === null) r.first_ms = t - t0;
+      r.last_ms = t - t0;
+      r.bytes += b.length;
+    });
+    c.on('close', (code, signal) => {
+      r.total_ms = now() - t0;
+      r.client_cpu_s = nodeCpu(ncpu);
+      r.exit = { code, signal, error: null };
+      resolve(r);
+    });
+  });
+}
+
+let nodePty = null;
+function runNodePty(file) {
+  return new Promise((resolve) => {
+    const r = { variant: 'nodepty', bytes: 0, first_ms: null, last_ms: null };
+    if (!nodePty) {
+      try {
+        nodePty = require(process.env.BENCH_NODE_PTY);
+      } catch (e) {
+        r.exit = { code: null, signal: null, error: `require node-pty: ${e.message}` };
+        resolve(r);
+        return;
+      }
+    }
+    const ncpu = process.cpuUsage();
+    const t0 = now();
+    let exited = null;
+    const p = nodePty.spawn('cat', [file], {
+      cols: 80, rows: 24, cwd: '/', encoding: null,
+      env: { PATH: '/usr/local/bin:/usr/bin:/bin', TERM: 'xterm-256color', LANG: 'C.UTF-8' },
+    });
+    p.onData((b) => {
+      const t = now();
+      if (r.first_ms === null) r.first_ms = t - t0;
+      r.last_ms = t - t0;
+      r.bytes += b.length;
+    });
+    p.onExit((e) => {
+      exited = e;
+      r.total_ms = now() - t0;
+      // node-pty may report the exit before the last read of the master:
+      // give it a moment to deliver what is left, then stop counting.
+      setTimeout(() => {
+        r.client_cpu_s = nodeCpu(ncpu);
+        r.exit = { code: exited.exitCode, signal: exited.signal || null, error: null };
+        resolve(r);
+      }, 200);
+    });
+  });
+}
+
+async function throughput() {
+  const file = process.env.BENCH_FILE;
+  const variants = (process.env.BENCH_VARIANTS || 'script,stack,nodepty').split(',');
+  const round = Number(process.env.BENCH_ROUND || 0);
+  for (const v of variants) {
+    const fn = { stack: runStack, script: runScript, nodepty: runNodePty }[v];
+    const r = await fn(file);
+    emit({ kind: 'throughput', round, file, ...r });
+    await sleep(300);  // let the unit's cleanup finish before the next run
+  }
+}
+
+// --------------------------------------------------------------- latency ----
+
+function latStack(argv) {
+  return new Promise((resolve) => {
+    const r = { variant: 'stack', cmd: argv.join(' '), first_ms: null };
+    const t0 = now();
+    const p = pty.spawn(argv[0], argv.slice(1), { cwd: '/', encoding: null });
+    // Diagnostics only, from the module's internals: when the socket
+    // connected and when the helper exited (the module's own 'connect'
+    // listener ran first and spawned the helper).
+    p._socket.once('connect', () => {
+      r.connect_ms = now() - t0;
+      if (p._helper) p._helper.once('exit', () => { r.helper_exit_ms = now() - t0; });
+    });
+    p.onStarted(() => { r.started_ms = now() - t0; });
+    p.onData(() => { if (r.first_ms === null) r.first_ms = now() - t0; });
+    p.onExit((e) => {
+      r.exit_ms = now() - t0;
+      r.ok = e.exitCode === 0 && !e.error;
+      if (e.error) r.error = e.error.code;
+      resolve(r);
+    });
+  });
+}
+
+function latScript(argv) {
+  return new Promise((resolve) => {
+    const r = { variant: 'script', cmd: argv.join(' '), first_ms: null };
+    const t0 = now();
+    const c = childProcess.spawn('/usr/bin/script', ['-q', '-e', '-f', '-c', argv.join(' '), '/dev/null'],
+      { stdio: ['pipe', 'pipe', 'ignore'], cwd: '/' });
+    c.stdout.on('data', () => { if (r.first_ms === null) r.first_ms = now() - t0; });
+    c.on('close', (code) => {
+      r.exit_ms = now() - t0;
+      r.ok = code === 0;
+      resolve(r);
+    });
+  });
+}
+
+async function latency() {
+  const n = Number(process.env.BENCH_LAT_N || 50);
+  const round = Number(process.env.BENCH_ROUND || 0);
+  const cmds = [['true'], ['echo', 'hi']];
+  for (let i = 0; i < n; i++) {
+    for (const argv of cmds) {
+      emit({ kind: 'latency', round, ...(await latStack(argv)) });
+    }
+    // The bare-script reference, fewer of them: it is not the figure compared.
+    if (i % 5 === 0) {
+      for (const argv of cmds) emit({ kind: 'latency', round, ...(await latScript(argv)) });
+    }
+  }
+}
+
+// ----------------------------------------------------------------- scale ----
+
+async function waitFile(path, ms) {
+  const end = Date.now() + ms;
+  while (!fs.existsSync(path)) {
+    if (Date.now() > end) return false;
+    await sleep(100);
+  }
+  return true;
+}
+
+async function scale() {
+  const levels = (process.env.BENCH_LEVELS || '100,500,1000').split(',').map(Number);
+  const argv = (process.env.BENCH_SCALE_CMD || 'sleep infinity').split(' ');
+  const inFlightMax = Number(process.env.BENCH_START_CONCURRENCY || 8);
+  const live = [];
+  const errors = {};
+  let inFlight = 0;
+  let failed = 0;
+  let stopAdding = false;
+  const open = () => new Promise((resolve) => {
+    const p = pty.spawn(argv[0], argv.slice(1), { cwd: '/', encoding: null });
+    let settled = false;
+    p.onData(() => {});
+    p.onStarted(() => { settled = true; live.push(p); resolve(true); });
+    p.onExit((e) => {
+      if (settled) return;
+      settled = true;
+      failed++;
+      const code = e.error ? e.error.code : `exit ${e.exitCode}`;
+      errors[code] = (errors[code] || 0) + 1;
+      resolve(false);
+    });
+  });
+  for (const level of levels) {
+    const t0 = now();
+    const cpu0 = supCpu();
+    let consecutiveFailures = 0;
+    while (live.length + inFlight < level && !stopAdding) {
+      if (inFlight >= inFlightMax) { await sleep(5); continue; }
+      inFlight++;
+      open().then((ok) => {
+        inFlight--;
+        consecutiveFailures = ok ? 0 : consecutiveFailures + 1;
+        if (consecutiveFailures >= 20) stopAdding = true;
+      });
+    }
+    while (inFlight > 0) await sleep(10);
+    const rec = {
+      kind: 'scale_level', level, reached: live.length, failed, errors: { ...errors },
+      ramp_ms: now() - t0, sup_cpu_ramp_s: cpu0 === null ? null : supCpu() - cpu0,
+      client_rss_kb: Math.round(process.memoryUsage().rss / 1024),
+    };
+    emit(rec);
+    fs.writeFileSync(`${CTL}/ready-${level}`, JSON.stringify(rec) + '\n');
+    if (!(await waitFile(`${CTL}/go-${level}`, 600000))) break;
+    if (stopAdding) break;
+  }
+  const t0 = now();
+  const exits = live.map((p) => new Promise((r) => p.onExit(r)));
+  for (const p of live) p.close();
+  await Promise.all(exits);
+  emit({ kind: 'scale_close', closed: live.length, close_ms: now() - t0 });
+}
+
+// ---------------------------------------------------------------- stream ----
+
+async function stream() {
+  const levels = (process.env.BENCH_STREAM_LEVELS || '1,10,50').split(',').map(Number);
+  const file = process.env.BENCH_STREAM_FILE;
+  for (const n of levels) {
+    const before = supStatus();
+    const cpu0 = supCpu();
+    const ncpu = process.cpuUsage();
+    let peak = before ? before.VmRSS : 0;
+    const sampler = setInterval(() => {
+      const s = supStatus();
+      if (s && s.VmRSS > peak) peak = s.VmRSS;
+    }, 50);
+    const t0 = now();
+    let bytes = 0;
+    const results = await Promise.all(Array.from({ length: n }, () => new Promise((resolve) => {
+      const p = pty.spawn('cat', [file], { cwd: '/', encoding: null });
+      p.onData((b) => { bytes += b.length; });
+      p.onExit((e) => resolve(e));
+    })));
+    const wall = now() - t0;
+    clearInterval(sampler);
+    const after = supStatus();
+    const cpu1 = supCpu();
+    emit({
+      kind: 'stream', sessions: n, file, bytes, wall_ms: wall,
+      ok: results.filter((e) => e.exitCode === 0 && !e.error).length,
+      errors: results.filter((e) => e.error).map((e) => e.error.code).slice(0, 10),
+      sup_cpu_s: cpu0 === null ? null : cpu1 - cpu0,
+      sup_rss_before_kb: before ? before.VmRSS : null, sup_rss_peak_kb: peak,
+      sup_rss_after_kb: after ? after.VmRSS : null, client_cpu_s: nodeCpu(ncpu),
+    });
+    await sleep(2000);  // the units' cleanup, so levels do not overlap
+  }
+}
+
+const modes = { throughput, latency, scale, stream };
+if (!modes[MODE]) {
+  console.error(`bench-app: unknown BENCH_MODE ${MODE}`);
+  process.exit(2);
+}
+modes[MODE]().then(() => process.exit(0), (e) => {
+  console.error(`bench-app: ${e.stack || e}`);
+  emit({ kind: 'app_error', mode: MODE, error: String(e && e.stack || e) });
+  process.exit(1);
+});

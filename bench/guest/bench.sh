@@ -1,0 +1,278 @@
+#!/bin/bash
+# bench/guest/bench.sh: the benchmarks, run by bench/run through
+# vm-tests/run bookworm (a booted systemd 252 container). Installs the built
+# product from /artifacts with the Node suites' own set-up
+# (vm-tests/node/common.sh: tools/install, then the application as the MainPID
+# of opencode-v2.service, User=byk), measures, and leaves raw records in
+# /results/records.jsonl and the environment in /results/env.json; bench/run
+# turns them into the report. Checks record that each phase RAN and produced
+# complete data; no check compares a figure with a threshold.
+#
+#   bench.sh [--phases LIST] [--size-mib N] [--rounds N] [--lat-n N]
+#            [--lat-rounds N] [--levels LIST] [--stream-levels LIST]
+#            [--stream-mib N] [--profile-mib N]
+. /vm-tests/lib/check.sh
+. /vm-tests/node/common.sh
+
+PHASES=throughput,latency,scale,stream,profile
+SIZE_MIB=256 ROUNDS=5 LAT_N=50 LAT_ROUNDS=4 LEVELS=100,500,1000 STREAM_LEVELS=1,10,50
+STREAM_MIB=16 PROFILE_MIB=32
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --phases) PHASES=$2 ;; --size-mib) SIZE_MIB=$2 ;; --rounds) ROUNDS=$2 ;;
+    --lat-n) LAT_N=$2 ;; --lat-rounds) LAT_ROUNDS=$2 ;; --levels) LEVELS=$2 ;;
+    --stream-levels) STREAM_LEVELS=$2 ;; --stream-mib) STREAM_MIB=$2 ;;
+    --profile-mib) PROFILE_MIB=$2 ;;
+    *) fail "bench.sh: arguments" "unknown argument $1"; checks_done; exit 1 ;;
+  esac
+  shift 2
+done
+phase() { case ",$PHASES," in *,"$1",*) return 0 ;; esac; return 1; }
+
+STAGE=$A/bench-stage
+NODE_PTY=$STAGE/nodepty/node_modules/node-pty
+DATA=/srv/opencode-bench      # not /tmp or /var/tmp: opencode-v2.service has PrivateTmp=yes
+OUT=/results/records.jsonl
+APP_OUT=$WORK/app.jsonl
+RB="python3 /tests/rootbench.py"
+: > "$OUT"
+
+sup_pid() { systemctl show -P MainPID opencode-pty-supervisor.service; }
+sample() { # LABEL [EXTRA-JSON]
+  local pid; pid=$(sup_pid)
+  [ "$pid" != 0 ] && $RB sample "$OUT" "$1" "$pid" "${2:-}" >/dev/null
+}
+# app MODE TIMEOUT [ENV=VALUE...]: one run of bench-app.js as opencode-v2.service;
+# its records are appended to $OUT.
+app() {
+  local mode=$1 t=$2; shift 2
+  : > "$APP_OUT"; chown byk:byk "$APP_OUT"
+  app_run "$t" "/usr/bin/node /tests/bench-app.js" \
+    OPENCODE_PTY_MODULE="$CLIENT/index.js" BENCH_MODE="$mode" BENCH_OUT="$APP_OUT" \
+    BENCH_CTL="$WORK" BENCH_SUPERVISOR_PID="$(sup_pid)" BENCH_NODE_PTY="$NODE_PTY" "$@"
+  local rc=$?
+  cat "$APP_OUT" >> "$OUT"
+  return $rc
+}
+session_count() {
+  systemctl list-units --all --plain --no-legend 'opencode-pty-*.service' | awk '{print $1}' |
+    grep -cE '^opencode-pty-[0-9a-f]{32}\.service$'
+}
+wait_no_sessions() { # SECONDS
+  local n=$(($1 * 10))
+  while [ "$n" -gt 0 ] && [ "$(session_count)" -gt 0 ]; do sleep 0.1; n=$((n - 1)); done
+  [ "$(session_count)" -eq 0 ]
+}
+# nrec KEY=VALUE...: how many records have every KEY equal to VALUE (as text).
+nrec() {
+  python3 - "$OUT" "$@" <<'PY'
+import json, sys
+want = [a.split("=", 1) for a in sys.argv[2:]]
+n = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    n += all(str(r.get(k)) == v for k, v in want)
+print(n)
+PY
+}
+
+node_install
+check "bench: node-pty staged in /artifacts/bench-stage" test -f "$NODE_PTY/package.json"
+
+# --- environment and limits ---------------------------------------------------
+# 1,000 sessions are 1,000 transient units of launcher->script and the command
+# (about 3 tasks each) plus one connection and one PTY stream descriptor each
+# in the supervisor. The limits in force are recorded; none needs raising in
+# this container (see bench/README.md, "Limits").
+python3 - > /results/env.json <<PY
+import json, os, subprocess
+def sh(c):
+    try: return subprocess.run(c, shell=True, capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception as e: return "error: %s" % e
+print(json.dumps({
+  "systemd": sh("systemctl --version | head -n1"),
+  "kernel": sh("uname -r"),
+  "node": sh("node --version"),
+  "script": sh("script --version"),
+  "node_pty": sh("node -p \"require('$NODE_PTY/package.json').version\""),
+  "supervisor_sha256": sh("sha256sum /usr/local/libexec/opencode-pty-supervisor | cut -d' ' -f1"),
+  "launcher_sha256": sh("sha256sum /usr/local/libexec/opencode-pty-launcher | cut -d' ' -f1"),
+  "client_sha256": sh("sha256sum /usr/local/libexec/opencode-pty-client | cut -d' ' -f1"),
+  "nproc": sh("nproc"),
+  "loadavg_start": sh("cat /proc/loadavg"),
+  "limits": {
+    "pid_max": sh("cat /proc/sys/kernel/pid_max"),
+    "threads_max": sh("cat /proc/sys/kernel/threads-max"),
+    "DefaultTasksMax": sh("systemctl show -P DefaultTasksMax"),
+    "DefaultLimitNOFILE": sh("systemctl show -P DefaultLimitNOFILE"),
+    "slice_TasksMax": sh("systemctl show -P TasksMax opencode-pty.slice"),
+    "supervisor_LimitNOFILE": sh("systemctl show -P LimitNOFILE opencode-pty-supervisor.service"),
+    "supervisor_TasksMax": sh("systemctl show -P TasksMax opencode-pty-supervisor.service"),
+    "app_LimitNOFILE": sh("systemctl show -P LimitNOFILE opencode-v2.service"),
+    "app_TasksMax": sh("systemctl show -P TasksMax opencode-v2.service"),
+  },
+  "phases": "$PHASES", "size_mib": $SIZE_MIB, "rounds": $ROUNDS, "lat_n": $LAT_N,
+  "lat_rounds": $LAT_ROUNDS, "levels": "$LEVELS", "stream_levels": "$STREAM_LEVELS",
+  "stream_mib": $STREAM_MIB, "profile_mib": $PROFILE_MIB,
+}, indent=1))
+PY
+cat /results/env.json
+
+# --- data files ---------------------------------------------------------------
+# Printable text in lines of 100 bytes (99 + newline), so the PTY's ONLCR turns
+# each line into 101 bytes: what reaches a reader is size * 1.01 exactly.
+mkfile() { # PATH MIB
+  [ -f "$1" ] && return 0
+  python3 - "$1" "$2" <<'PY'
+import os, random, sys
+path, mib = sys.argv[1], int(sys.argv[2])
+random.seed(7)
+alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,:;-_=+"
+block = bytearray()
+while len(block) < 1 << 20:
+    block += bytes(random.choice(alphabet) for _ in range(99)) + b"\n"
+block = bytes(block[:(1 << 20) // 100 * 100])
+with open(path + ".tmp", "wb") as f:
+    left = mib << 20
+    while left > 0:
+        chunk = block[:min(left, len(block))]
+        f.write(chunk)
+        left -= len(chunk)
+os.chmod(path + ".tmp", 0o644)
+os.rename(path + ".tmp", path)
+PY
+}
+install -d -m 0755 "$DATA"
+BIG=$DATA/big-${SIZE_MIB}M STREAMF=$DATA/stream-${STREAM_MIB}M PROF=$DATA/profile-${PROFILE_MIB}M
+phase throughput && mkfile "$BIG" "$SIZE_MIB"
+phase stream && mkfile "$STREAMF" "$STREAM_MIB"
+phase profile && mkfile "$PROF" "$PROFILE_MIB"
+ls -l "$DATA"
+
+# --- warm-up and the idle supervisor ------------------------------------------
+# The socket starts the supervisor on the first connection; a few sessions
+# warm it (and the page cache of the binaries) before anything is measured.
+app latency 300 BENCH_LAT_N=3 BENCH_ROUND=-1
+check "bench: warm-up sessions ran, supervisor is up" sh -c "[ \"\$(systemctl show -P MainPID opencode-pty-supervisor.service)\" != 0 ]"
+wait_no_sessions 30
+sleep 1
+sample idle '{"sessions": 0}'
+# What the idle supervisor's RSS is made of, by mapping (smaps).
+python3 - "$(sup_pid)" >> "$OUT" <<'PY'
+import json, sys
+rss, name = {}, None
+for line in open("/proc/%s/smaps" % sys.argv[1]):
+    f = line.split()
+    if not f[0].endswith(":"):
+        name = f[5] if len(f) > 5 else "[anon]"
+    elif f[0] == "Rss:":
+        rss[name] = rss.get(name, 0) + int(f[1])
+print(json.dumps({"kind": "idle_rss_by_mapping", "kb": dict(sorted(rss.items(), key=lambda x: -x[1]))}))
+PY
+
+# --- throughput -----------------------------------------------------------------
+if phase throughput; then
+  node_variants=(script,stack,nodepty stack,nodepty,script nodepty,script,stack)
+  root_variants=("script-py sdrun-pty" "sdrun-pty script-py")
+  r=0
+  while [ "$r" -lt "$ROUNDS" ]; do
+    app throughput 1800 BENCH_FILE="$BIG" BENCH_ROUND=$r BENCH_VARIANTS="${node_variants[$((r % 3))]}"
+    $RB throughput "$OUT" "$r" "$BIG" ${root_variants[$((r % 2))]}
+    r=$((r + 1))
+  done
+  sample after-throughput
+  n=$(nrec kind=throughput variant=stack)
+  if [ "$n" -eq "$ROUNDS" ]; then pass "throughput: $ROUNDS stack runs recorded"; else fail "throughput: $ROUNDS stack runs recorded" "got $n"; fi
+fi
+
+# --- start latency --------------------------------------------------------------
+if phase latency; then
+  r=0
+  while [ "$r" -lt "$LAT_ROUNDS" ]; do
+    app latency 1800 BENCH_LAT_N="$LAT_N" BENCH_ROUND=$r
+    $RB latency "$OUT" "$r" "$LAT_N"
+    r=$((r + 1))
+  done
+  n=$(($(nrec kind=latency variant=stack cmd=true) - $(nrec kind=latency variant=stack cmd=true round=-1)))
+  want=$((LAT_N * LAT_ROUNDS))
+  if [ "$n" -eq "$want" ]; then pass "latency: $want stack sessions of true recorded"; else fail "latency: $want stack sessions of true recorded" "got $n"; fi
+  wait_no_sessions 60
+fi
+
+# --- scale: concurrent idle sessions -------------------------------------------
+if phase scale; then
+  rm -f "$WORK"/ready-* "$WORK"/go-*
+  sample before-scale '{"sessions": 0}'
+  app scale 3600 BENCH_LEVELS="$LEVELS" &
+  apppid=$!
+  for level in ${LEVELS//,/ }; do
+    n=0
+    while [ ! -f "$WORK/ready-$level" ] && kill -0 "$apppid" 2>/dev/null && [ "$n" -lt 12000 ]; do
+      sleep 0.1; n=$((n + 1))
+    done
+    [ -f "$WORK/ready-$level" ] || { fail "scale: level $level reached" "the app stopped or timed out"; break; }
+    reached=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["reached"])' "$WORK/ready-$level")
+    units=$(session_count)
+    tasks=$(ps -L -u byk --no-headers | wc -l)   # byk's tasks: the sessions' and the app's
+    sample "scale-$level" "{\"sessions\": $reached, \"level\": $level, \"units\": $units, \"byk_tasks\": $tasks, \"hold\": \"start\"}"
+    sleep 10   # idle: what does the supervisor cost while nothing happens?
+    sample "scale-$level-held" "{\"sessions\": $reached, \"level\": $level, \"hold\": \"end\", \"hold_s\": 10}"
+    if [ "$reached" -eq "$level" ]; then pass "scale: $level concurrent sessions ($units units, $tasks tasks of byk)"
+    else fail "scale: $level concurrent sessions" "reached $reached: $(cat "$WORK/ready-$level")"; fi
+    touch "$WORK/go-$level"
+  done
+  wait "$apppid"
+  t0=$(date +%s.%N)
+  check "scale: every session unit proven gone after close" wait_no_sessions 600
+  echo "{\"kind\": \"scale_gone\", \"seconds\": $(python3 -c "import sys; print(round($(date +%s.%N) - $t0, 2))")}" >> "$OUT"
+  sleep 2
+  sample after-scale '{"sessions": 0}'
+fi
+
+# --- scale: concurrent streaming sessions ----------------------------------------
+if phase stream; then
+  app stream 3600 BENCH_STREAM_LEVELS="$STREAM_LEVELS" BENCH_STREAM_FILE="$STREAMF"
+  n=$(nrec kind=stream)
+  want=$(echo "$STREAM_LEVELS" | tr ',' '\n' | wc -l)
+  if [ "$n" -eq "$want" ]; then pass "stream: $want levels recorded"; else fail "stream: $want levels recorded" "got $n"; fi
+  wait_no_sessions 120
+  sample after-stream '{"sessions": 0}'
+fi
+
+# --- profile: callgrind on the supervisor during a throughput run ----------------
+# perf has no hardware counters on these VMs (`perf stat -e instructions` says
+# <not supported>), so instructions are counted with callgrind. valgrind is
+# the host's (same Debian 12 glibc), staged in /artifacts/bench-stage/valgrind.
+# A runtime drop-in relaxes exactly what valgrind needs (W+X memory for its
+# JIT, syscalls outside the filter, a writable /results) for this run only.
+if phase profile; then
+  VG=$STAGE/valgrind
+  systemctl stop opencode-pty-supervisor.service
+  mkdir -p /run/systemd/system/opencode-pty-supervisor.service.d
+  cat > /run/systemd/system/opencode-pty-supervisor.service.d/90-bench-callgrind.conf <<UNIT
+[Service]
+ExecStart=
+ExecStart=$VG/bin/valgrind --tool=callgrind --callgrind-out-file=/results/callgrind.out.%%p /usr/local/libexec/opencode-pty-supervisor
+Environment=VALGRIND_LIB=$VG/libexec/valgrind
+MemoryDenyWriteExecute=no
+SystemCallFilter=
+ReadWritePaths=/results
+TimeoutStartSec=120
+UNIT
+  systemctl daemon-reload
+  app throughput 1800 BENCH_FILE="$PROF" BENCH_ROUND=0 BENCH_VARIANTS=stack BENCH_PROFILE=1
+  # bench-app read no pid before the first connection: re-read for the record.
+  vgpid=$(sup_pid)
+  systemctl stop opencode-pty-supervisor.service
+  rm -f /run/systemd/system/opencode-pty-supervisor.service.d/90-bench-callgrind.conf
+  systemctl daemon-reload
+  if ls /results/callgrind.out.* >/dev/null 2>&1; then
+    pass "profile: callgrind output of the supervisor (pid $vgpid)" "$(ls -l /results/callgrind.out.*)"
+  else
+    fail "profile: callgrind output of the supervisor" "none written; see journal.txt"
+  fi
+fi
+
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["loadavg_end"]=open("/proc/loadavg").read().strip(); json.dump(d, open(sys.argv[1],"w"), indent=1)' /results/env.json
+check "bench: records written" test -s "$OUT"
+checks_done

@@ -1,0 +1,425 @@
+#!/usr/bin/env python3
+"""bench/lib/report.py: turns one bench run's raw records into the report:
+a JSON file (host, environment, summary, every raw record), a PNG chart and a
+Markdown table (printed; with --readme also written into bench/README.md
+between the bench:results markers). Standard library only.
+
+Every figure is either a ratio against a baseline from the same run (medians
+over the repeats) or a per-session / per-MiB cost. Nothing is judged here.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chart  # noqa: E402
+
+MIB = 1 << 20
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def pct(xs, p):
+    """Nearest-rank percentile."""
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    k = max(1, -(-len(xs) * p // 100))
+    return xs[int(k) - 1]
+
+
+def ratio(a, b):
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def r3(x, n=3):
+    return None if x is None else round(x, n)
+
+
+# ------------------------------------------------------------------ summary ----
+
+def throughput_summary(recs, env):
+    size_mib = env.get("size_mib")
+    rows = [r for r in recs if r.get("kind") == "throughput" and not r.get("profile") and r.get("round", 0) >= 0]
+    if not rows:
+        return None
+    # Lines of 100 bytes; ONLCR adds one \r per newline (the file's last
+    # partial line has none).
+    expected = size_mib * MIB + size_mib * MIB // 100 if size_mib else None
+    out = {"file_mib": size_mib, "expected_bytes": expected, "variants": {}}
+    per_round = {}
+    for r in rows:
+        v = r["variant"]
+        d = out["variants"].setdefault(v, {"runs": 0, "complete": 0, "errors": [], "total_ms": [],
+                                           "transfer_ms": [], "sup_cpu_s": [], "client_cpu_s": []})
+        d["runs"] += 1
+        ok = r.get("bytes") == expected and r.get("first_ms") is not None and (r.get("exit") or {}).get("error") is None
+        # node-pty reports the exit and closes the master before the last
+        # output was read; the lost tail is recorded, and the run counts
+        # when less than 64 KiB is missing.
+        lost = expected - r["bytes"] if expected and r.get("bytes") is not None else None
+        if not ok and v == "nodepty" and lost is not None and 0 < lost < 65536 and r.get("first_ms") is not None:
+            d.setdefault("lost_tail_bytes", []).append(lost)
+            ok = True
+        if not ok:
+            d["errors"].append({"round": r.get("round"), "bytes": r.get("bytes"), "exit": r.get("exit")})
+            continue
+        d["complete"] += 1
+        transfer = r["last_ms"] - r["first_ms"]
+        d["total_ms"].append(r["total_ms"])
+        d["transfer_ms"].append(transfer)
+        if r.get("sup_cpu_s") is not None:
+            d["sup_cpu_s"].append(r["sup_cpu_s"])
+        if r.get("client_cpu_s") is not None:
+            d["client_cpu_s"].append(r["client_cpu_s"])
+        per_round.setdefault(r["round"], {})[v] = (r["total_ms"], transfer)
+    for v, d in out["variants"].items():
+        d["median_total_ms"] = r3(med(d["total_ms"]), 1)
+        d["median_transfer_ms"] = r3(med(d["transfer_ms"]), 1)
+        d["mib_per_s"] = r3(size_mib / (d["median_transfer_ms"] / 1000), 1) if d["median_transfer_ms"] else None
+        d["sup_cpu_ms_per_mib"] = r3(med(d["sup_cpu_s"]) * 1000 / size_mib, 2) if d["sup_cpu_s"] else None
+        d["client_cpu_ms_per_mib"] = r3(med(d["client_cpu_s"]) * 1000 / size_mib, 2) if d["client_cpu_s"] else None
+
+    def cmp(base, other):
+        b, o = out["variants"].get(base), out["variants"].get(other)
+        if not b or not o:
+            return None
+        paired = [ratio(x[base][1], x[other][1]) for x in per_round.values() if base in x and other in x]
+        paired_total = [ratio(x[base][0], x[other][0]) for x in per_round.values() if base in x and other in x]
+        return {"baseline": base, "variant": other,
+                "ratio_transfer": r3(ratio(b["median_transfer_ms"], o["median_transfer_ms"])),
+                "ratio_total": r3(ratio(b["median_total_ms"], o["median_total_ms"])),
+                "ratio_transfer_paired_median": r3(med(paired)),
+                "ratio_total_paired_median": r3(med(paired_total)),
+                "pairs": len(paired)}
+    out["ratios"] = [x for x in (cmp("script", "stack"), cmp("script-py", "stack"), cmp("script", "nodepty"),
+                                 cmp("script-py", "sdrun-pty"), cmp("script-py", "script")) if x]
+    return out
+
+
+def latency_summary(recs):
+    rows = [r for r in recs if r.get("kind") == "latency" and r.get("round", 0) >= 0]
+    if not rows:
+        return None
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["variant"], r["cmd"]), []).append(r)
+    out = {"cases": {}}
+    for (v, cmd), rs in sorted(groups.items()):
+        good = [r for r in rs if r.get("ok")]
+        out["cases"]["%s: %s" % (v, cmd)] = {
+            "variant": v, "cmd": cmd, "n": len(rs), "ok": len(good),
+            "first_p50_ms": r3(pct([r["first_ms"] for r in good], 50), 1),
+            "first_p99_ms": r3(pct([r["first_ms"] for r in good], 99), 1),
+            "exit_p50_ms": r3(pct([r["exit_ms"] for r in good], 50), 1),
+            "exit_p99_ms": r3(pct([r["exit_ms"] for r in good], 99), 1),
+            "started_p50_ms": r3(pct([r.get("started_ms") for r in good], 50), 1),
+            "errors": sorted({r.get("error") for r in rs if r.get("error")}),
+        }
+    c = out["cases"]
+
+    def rr(base, base_key, other, other_key):
+        b, o = c.get(base), c.get(other)
+        if not b or not o:
+            return None
+        return {"baseline": "%s %s" % (base, base_key), "variant": "%s %s" % (other, other_key),
+                "ratio_p50": r3(ratio(b[base_key + "_p50_ms"], o[other_key + "_p50_ms"])),
+                "ratio_p99": r3(ratio(b[base_key + "_p99_ms"], o[other_key + "_p99_ms"]))}
+    out["ratios"] = [x for x in (
+        rr("sdrun-pty: true", "exit", "stack: true", "exit"),
+        rr("sdrun-pty: echo hi", "first", "stack: echo hi", "first"),
+        rr("sdrun-pipe: echo hi", "first", "stack: echo hi", "first"),
+        rr("sdrun-pty: echo hi", "exit", "stack: echo hi", "exit")) if x]
+    return out
+
+
+def scale_summary(recs, env):
+    samples = {r["label"]: r for r in recs if r.get("kind") == "sample"}
+    levels = [r for r in recs if r.get("kind") == "scale_level"]
+    out = {}
+
+    def mem(s):
+        if not s:
+            return None
+        st, sm = s.get("status", {}), s.get("smaps_rollup", {})
+        return {"VmRSS_kb": st.get("VmRSS"), "RssAnon_kb": st.get("RssAnon"), "RssFile_kb": st.get("RssFile"),
+                "Pss_kb": sm.get("Pss"), "Private_Dirty_kb": sm.get("Private_Dirty"), "VmHWM_kb": st.get("VmHWM"),
+                "fds": s.get("fds"), "cpu_s": s.get("cpu_s")}
+    out["idle"] = mem(samples.get("idle"))
+    by_map = [r for r in recs if r.get("kind") == "idle_rss_by_mapping"]
+    if by_map and out["idle"]:
+        out["idle"]["rss_by_mapping_kb"] = dict(list(by_map[0]["kb"].items())[:8])
+    gone = [r for r in recs if r.get("kind") == "scale_gone"]
+    if gone:
+        out["all_units_gone_after_close_s"] = gone[0]["seconds"]
+    for lab in ("after-throughput", "before-scale", "after-scale", "after-stream"):
+        if lab in samples:
+            out[lab] = mem(samples[lab])
+    base = samples.get("before-scale")
+    if levels and base:
+        out["levels"] = []
+        prev = 0
+        for lv in levels:
+            s, held = samples.get("scale-%d" % lv["level"]), samples.get("scale-%d-held" % lv["level"])
+            m = mem(s)
+            n = lv["reached"]
+            row = {"level": lv["level"], "reached": n, "failed": lv["failed"], "errors": lv["errors"],
+                   "ramp_s": r3(lv["ramp_ms"] / 1000, 1), "memory": m,
+                   "units": s.get("units") if s else None, "slice_tasks": s.get("slice_tasks") if s else None}
+            if m and n:
+                bm = mem(base)
+                row["rss_per_session_kb"] = r3((m["VmRSS_kb"] - bm["VmRSS_kb"]) / n, 2)
+                row["anon_per_session_kb"] = r3((m["RssAnon_kb"] - bm["RssAnon_kb"]) / n, 2)
+                row["pss_per_session_kb"] = r3((m["Pss_kb"] - bm["Pss_kb"]) / n, 2) if m["Pss_kb"] else None
+                row["fds_per_session"] = r3((m["fds"] - bm["fds"]) / n, 2)
+            if lv.get("sup_cpu_ramp_s") is not None and n > prev:
+                row["sup_cpu_ms_per_started_session"] = r3(lv["sup_cpu_ramp_s"] * 1000 / (n - prev), 2)
+            if s and held:
+                row["sup_cpu_idle_pct"] = r3((held["cpu_s"] - s["cpu_s"]) / held.get("hold_s", 10) * 100, 2)
+            out["levels"].append(row)
+            prev = n
+        pss = [lv.get("rss_per_session_kb") for lv in out["levels"] if lv.get("rss_per_session_kb") is not None]
+        if len(pss) >= 2:
+            out["growth_rss_per_session_last_over_first"] = r3(ratio(pss[-1], pss[0]))
+    streams = [r for r in recs if r.get("kind") == "stream"]
+    if streams:
+        out["stream"] = []
+        mib = env.get("stream_mib")
+        for s in streams:
+            payload = s["sessions"] * mib
+            out["stream"].append({
+                "sessions": s["sessions"], "ok": s["ok"], "errors": s["errors"], "payload_mib": payload,
+                "bytes": s["bytes"], "complete": s["bytes"] == s["sessions"] * (mib * MIB + mib * MIB // 100),
+                "wall_s": r3(s["wall_ms"] / 1000, 2),
+                "aggregate_mib_per_s": r3(payload / (s["wall_ms"] / 1000), 1),
+                "sup_cpu_ms_per_mib": r3(s["sup_cpu_s"] * 1000 / payload, 2) if s["sup_cpu_s"] is not None else None,
+                "client_cpu_ms_per_mib": r3(s["client_cpu_s"] * 1000 / payload, 2),
+                "sup_rss_before_kb": s["sup_rss_before_kb"], "sup_rss_peak_kb": s["sup_rss_peak_kb"],
+                "rss_per_streaming_session_kb": r3((s["sup_rss_peak_kb"] - s["sup_rss_before_kb"]) / s["sessions"], 1)
+                if s["sup_rss_before_kb"] else None,
+            })
+        c = [s["sup_cpu_ms_per_mib"] for s in out["stream"] if s["sup_cpu_ms_per_mib"]]
+        if len(c) >= 2:
+            out["growth_cpu_per_mib_last_over_first"] = r3(ratio(c[-1], c[0]))
+    return out
+
+
+def profile_summary(path, recs):
+    if not path or not os.path.exists(path):
+        return None
+    text = open(path).read()
+    total = None
+    fns = {"exclusive": [], "inclusive": []}
+    part = "exclusive"
+    for line in text.splitlines():
+        if line.startswith("== inclusive"):
+            part = "inclusive"
+            continue
+        m = re.match(r"^\s*([\d,]+)\s+(?:\(\s*([\d.]+)%\)\s+)?PROGRAM TOTALS", line)
+        if m and total is None:
+            total = int(m.group(1).replace(",", ""))
+            continue
+        m = re.match(r"^\s*([\d,]+)\s+\(\s*([\d.]+)%\)\s+(\S.*)$", line)
+        if m and len(fns[part]) < 25:
+            fns[part].append({"ir": int(m.group(1).replace(",", "")), "pct": float(m.group(2)), "fn": m.group(3).strip()})
+    run = [r for r in recs if r.get("profile") and r.get("kind") == "throughput"]
+    pumped = run[0]["bytes"] if run else None
+    return {"tool": "valgrind --tool=callgrind (instructions: Ir)", "total_ir": total,
+            "bytes_pumped": pumped, "ir_per_output_byte": r3(ratio(total, pumped), 2),
+            "top_exclusive": fns["exclusive"], "top_inclusive": fns["inclusive"],
+            "profile_run": run[0] if run else None}
+
+
+# ------------------------------------------------------------------ markdown ----
+
+def fmt(x, unit="", nd=1):
+    if x is None:
+        return "n/a"
+    return ("%." + str(nd) + "f%s") % (x, unit)
+
+
+def markdown(s, cmd):
+    L = ["| figure | measured | baseline in the same run | ratio | reproduce |", "|---|---|---|---|---|"]
+    t = s.get("throughput")
+    run = "`%s`" % cmd
+    if t:
+        v = t["variants"]
+
+        def tv(name):
+            d = v.get(name) or {}
+            lost = d.get("lost_tail_bytes")
+            return "%s MiB/s (%d/%d runs complete%s; median %s s transfer, %s s spawn→exit)" % (
+                fmt(d.get("mib_per_s")), d.get("complete", 0), d.get("runs", 0),
+                "; %d lost the last %s bytes" % (len(lost), "/".join(str(x) for x in lost)) if lost else "",
+                fmt((d.get("median_transfer_ms") or 0) / 1000, "", 2) if d.get("median_transfer_ms") else "n/a",
+                fmt((d.get("median_total_ms") or 0) / 1000, "", 2) if d.get("median_total_ms") else "n/a")
+        names = {"stack": "stack (cat → PTY → script → supervisor → Node client)",
+                 "script": "bare script, stdout a pipe read by Node",
+                 "nodepty": "node-pty %s" % s["env"].get("node_pty", ""),
+                 "sdrun-pty": "systemd-run --wait --pty, stdout a pipe read by Python",
+                 "script-py": "bare script, stdout a pipe read by Python"}
+        for rt in t["ratios"]:
+            L.append("| throughput %d MiB: %s | %s | %s: %s | **%s×** transfer (paired %s×); %s× spawn→exit | %s |" % (
+                t["file_mib"], names.get(rt["variant"], rt["variant"]), tv(rt["variant"]),
+                names.get(rt["baseline"], rt["baseline"]), tv(rt["baseline"]),
+                fmt(rt["ratio_transfer"], "", 3), fmt(rt["ratio_transfer_paired_median"], "", 3),
+                fmt(rt["ratio_total"], "", 3), run))
+        st = v.get("stack", {})
+        L.append("| supervisor CPU per MiB pumped (1 stream) | %s ms/MiB | — | — | %s |" % (fmt(st.get("sup_cpu_ms_per_mib"), "", 2), run))
+    la = s.get("latency")
+    if la:
+        c = la["cases"]
+
+        def lv(name, key):
+            d = c.get(name)
+            if not d:
+                return "n/a"
+            started = "; `started` envelope p50 %s ms" % fmt(d["started_p50_ms"]) if d.get("started_p50_ms") else ""
+            return "p50 %s ms, p99 %s ms (n=%d, ok %d%s)" % (fmt(d[key + "_p50_ms"]), fmt(d[key + "_p99_ms"]), d["n"], d["ok"], started)
+        for rt in la["ratios"]:
+            bn, bk = rt["baseline"].rsplit(" ", 1)
+            on, ok = rt["variant"].rsplit(" ", 1)
+            what = {"exit": "spawn → exit", "first": "connect → first output byte"}[ok]
+            L.append("| start latency `%s`, %s: stack | %s | %s: %s | p50 **%s×**, p99 %s× (baseline ÷ stack: > 1 means the stack is faster) | %s |" % (
+                on.split(": ")[1], what, lv(on, ok), bn.split(": ")[0], lv(bn, bk),
+                fmt(rt["ratio_p50"], "", 2), fmt(rt["ratio_p99"], "", 2), run))
+    sc = s.get("scale") or {}
+    if sc.get("idle"):
+        i = sc["idle"]
+        maps = ", ".join("%s %d" % (k.rsplit("/", 1)[-1], v) for k, v in list((i.get("rss_by_mapping_kb") or {}).items())[:5])
+        L.append("| idle supervisor (0 sessions, after warm-up) | VmRSS %s KiB (RssAnon %s, RssFile %s), Pss %s KiB; largest mappings (KiB): %s | — | — | %s |" % (
+            i["VmRSS_kb"], i["RssAnon_kb"], i["RssFile_kb"], i["Pss_kb"], maps, run))
+    for lv_ in sc.get("levels", []):
+        m = lv_.get("memory") or {}
+        L.append("| %d concurrent idle sessions (reached %d) | VmRSS %s KiB; **%s KiB/session** RSS (anon %s, Pss %s); %s fds/session; start %s ms CPU/session; idle CPU %s%% | the same supervisor before the sessions | — | %s |" % (
+            lv_["level"], lv_["reached"], m.get("VmRSS_kb"), fmt(lv_.get("rss_per_session_kb"), "", 1),
+            fmt(lv_.get("anon_per_session_kb"), "", 1), fmt(lv_.get("pss_per_session_kb"), "", 1),
+            fmt(lv_.get("fds_per_session"), "", 2), fmt(lv_.get("sup_cpu_ms_per_started_session"), "", 2),
+            fmt(lv_.get("sup_cpu_idle_pct"), "", 2), run))
+    for st in sc.get("stream", []):
+        L.append("| %d concurrent streaming sessions (%d MiB each) | supervisor **%s ms CPU/MiB**; %s MiB/s aggregate; peak RSS %s KiB (%s KiB/streaming session); %d/%d ok | 1 stream in the same run | — | %s |" % (
+            st["sessions"], st["payload_mib"] // st["sessions"], fmt(st["sup_cpu_ms_per_mib"], "", 2),
+            fmt(st["aggregate_mib_per_s"]), st["sup_rss_peak_kb"], fmt(st["rss_per_streaming_session_kb"]),
+            st["ok"], st["sessions"], run))
+    p = s.get("profile")
+    if p and p.get("total_ir"):
+        top = ", ".join("%s %.1f%%" % (f["fn"], f["pct"]) for f in p["top_exclusive"][:5])
+        L.append("| profile (callgrind, %s MiB through the stack) | %s Ir/output byte; top: %s | — | — | %s |" % (
+            (p.get("profile_run") or {}).get("file", "?").rsplit("-", 1)[-1], fmt(p["ir_per_output_byte"], "", 1), top, run))
+    return "\n".join(L)
+
+
+# --------------------------------------------------------------------- chart ----
+
+def draw(s, path):
+    c = chart.Canvas(1400, 1000, (240, 240, 240))
+    c.text(20, 12, "OPENCODE-PTY BENCH  %s  %s" % (s["timestamp"], s["host"].get("commit", "")[:12]), chart.BLACK, 2)
+    W, H = 680, 470
+    t = s.get("throughput")
+    if t:
+        order = [("script", "SCRIPT\n(NODE READS)"), ("stack", "STACK\n(SUPERVISOR)"), ("nodepty", "NODE-PTY"),
+                 ("script-py", "SCRIPT\n(PY READS)"), ("sdrun-pty", "SYSTEMD-RUN\n--PTY")]
+        order = [o for o in order if o[0] in t["variants"]]
+        vals = [[t["variants"][k].get("mib_per_s")] for k, _ in order]
+        base = {"stack": "script", "nodepty": "script", "sdrun-pty": "script-py"}
+        labels = []
+        for k, _ in order:
+            v = t["variants"][k].get("mib_per_s")
+            b = t["variants"].get(base.get(k, ""), {}).get("mib_per_s")
+            labels.append(["%s (%.2fX)" % (chart._fmt(v), v / b) if v and b else chart._fmt(v)])
+        chart.bar_panel(c, 20, 45, W, H, "THROUGHPUT MIB/S, MEDIAN", [n for _, n in order], ["MIB/S"], vals, labels,
+                        "%d MIB FILE, %d ROUNDS INTERLEAVED; (X) = VS ITS BARE-SCRIPT BASELINE" % (t["file_mib"], s["env"].get("rounds", 0)))
+    la = s.get("latency")
+    if la:
+        cases = [("stack: true", "exit", "STACK TRUE\nTO EXIT"), ("sdrun-pty: true", "exit", "SYSTEMD-RUN\n--PTY TRUE"),
+                 ("stack: echo hi", "first", "STACK ECHO\n1ST BYTE"), ("sdrun-pty: echo hi", "first", "SD-RUN --PTY\nECHO 1ST"),
+                 ("sdrun-pipe: echo hi", "first", "SD-RUN --PIPE\nECHO 1ST")]
+        cases = [x for x in cases if x[0] in la["cases"]]
+        vals = [[la["cases"][k][f + "_p50_ms"], la["cases"][k][f + "_p99_ms"]] for k, f, _ in cases]
+        chart.bar_panel(c, 710, 45, W, H, "START LATENCY MS", [n for _, _, n in cases], ["P50", "P99"], vals,
+                        note="SEQUENTIAL SESSIONS, %d PER CASE" % (s["env"].get("lat_n", 0) * s["env"].get("lat_rounds", 0)))
+    sc = s.get("scale") or {}
+    if sc.get("levels"):
+        groups = ["0"] + [str(lv["reached"]) for lv in sc["levels"]]
+        base = (sc.get("before-scale") or {}).get("VmRSS_kb")
+        vals = [[base / 1024 if base else None]] + [[(lv["memory"] or {}).get("VmRSS_kb", 0) / 1024] for lv in sc["levels"]]
+        labels = [[chart._fmt(vals[0][0])]] + [["%s (%s KIB/S)" % (chart._fmt(v[0]), chart._fmt(lv.get("rss_per_session_kb")))]
+                                               for v, lv in zip(vals[1:], sc["levels"])]
+        chart.bar_panel(c, 20, 525, W, H, "SUPERVISOR RSS MIB VS IDLE SESSIONS", groups, ["RSS"], vals, labels,
+                        "VMRSS; (KIB/S) = KIB PER SESSION ABOVE THE 0-SESSION SUPERVISOR")
+    if sc.get("stream"):
+        groups, vals, labels = [], [], []
+        if t and t["variants"].get("stack", {}).get("sup_cpu_ms_per_mib") is not None:
+            groups.append("1 (%d MIB)" % t["file_mib"])
+            vals.append([t["variants"]["stack"]["sup_cpu_ms_per_mib"]])
+            labels.append(None)
+        for st in sc["stream"]:
+            groups.append("%d X %d MIB" % (st["sessions"], st["payload_mib"] // st["sessions"]))
+            vals.append([st["sup_cpu_ms_per_mib"]])
+        chart.bar_panel(c, 710, 525, W, H, "SUPERVISOR CPU MS PER MIB PUMPED", groups, ["MS/MIB"], vals,
+                        note="CONCURRENT STREAMING SESSIONS (CAT OF A FILE); UTIME+STIME FROM /PROC")
+    with open(path, "wb") as f:
+        f.write(c.png())
+
+
+def update_readme(path, table, summary):
+    text = open(path).read()
+    begin, end = "<!-- bench:results:begin -->", "<!-- bench:results:end -->"
+    if begin not in text or end not in text:
+        print("report: no bench:results markers in %s; not updated" % path, file=sys.stderr)
+        return
+    head = ("Run %s, commit `%s`%s; machine: %s, %s cores, %s GiB, %s (kernel %s), load average before %s, after %s; "
+            "container: %s, Node %s, %s.\n\n" % (
+                summary["timestamp"], summary["host"].get("commit", "?")[:12],
+                " (daemon/common/client/launcher/units modified)" if summary["host"].get("dirty") else "",
+                summary["host"].get("cpu"), summary["host"].get("cores"), summary["host"].get("mem_gib"),
+                summary["host"].get("host_os"), summary["host"].get("host_kernel"),
+                summary["host"].get("loadavg_before", "?").split(" ")[0], summary["host"].get("loadavg_after", "?").split(" ")[0],
+                summary["env"].get("systemd"), summary["env"].get("node"), summary["env"].get("script")))
+    new = text[:text.index(begin) + len(begin)] + "\n" + head + table + "\n" + text[text.index(end):]
+    open(path, "w").write(new)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", required=True)
+    ap.add_argument("--env", required=True)
+    ap.add_argument("--host", required=True)
+    ap.add_argument("--command", default="bench/run")
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--png")
+    ap.add_argument("--callgrind")
+    ap.add_argument("--readme")
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+    recs = [json.loads(line) for line in open(a.records) if line.strip()]
+    env = json.load(open(a.env))
+    host = json.load(open(a.host))
+    ts = os.path.basename(a.json).rsplit(".", 1)[0]
+    s = {"schema": 1, "timestamp": ts, "command": a.command, "quick": a.quick, "host": host, "env": env}
+    s["throughput"] = throughput_summary(recs, env)
+    s["latency"] = latency_summary(recs)
+    s["scale"] = scale_summary(recs, env)
+    s["profile"] = profile_summary(a.callgrind, recs)
+    table = markdown(s, a.command)
+    s["table_markdown"] = table
+    out = dict(s)
+    out["records"] = recs
+    with open(a.json, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    if a.png:
+        draw(s, a.png)
+    if a.readme:
+        update_readme(a.readme, table, s)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
