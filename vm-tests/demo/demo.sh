@@ -84,7 +84,7 @@ fi
 section "a real PTY through the whole stack: a scripted session"
 say "relay client (uid byk) -> opencode-v2.service (Node) -> opencode-pty-client -> opencode-pty-supervisor"
 say "  -> opencode-pty-<id>.service -> opencode-pty-launcher -> script -> /bin/bash on /dev/pts/N"
-runuser -u byk -- python3 "$RC" --transcript "$T/transcript.bin" --steps '{"argv":["/bin/bash","--norc","--noprofile","-i"],"cols":100,"rows":30,"timeout":60,
+runuser -u byk -- python3 "$RC" --transcript "$T/flags/transcript.bin" --steps '{"argv":["/bin/bash","--norc","--noprofile","-i"],"cols":100,"rows":30,"timeout":60,
   "steps":[{"event":"started"},{"expect":"\\$ $"},
            {"input":"echo hello from $(tty) as $(id -un) in $PWD\n"},{"expect":"hello from /dev/pts/[0-9]+ as byk in /home/byk"},
            {"touch":"'"$T"'/flags/live"},{"wait_file":"'"$T"'/flags/continue","timeout":120},
@@ -112,12 +112,13 @@ touch "$T/flags/continue"
 wait $cpid; crc=$?
 
 section "the session's transcript (what the PTY printed)"
-tr -d '\r' < "$T/transcript.bin" | sed 's/^/  | /' | tee -a "$OUT"
+# Terminal control sequences (bash's bracketed-paste switches) are left out.
+tr -d '\r' < "$T/flags/transcript.bin" | sed -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/^/  | /' | tee -a "$OUT"
 status=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1])).get("terminal") or {}; print("exit code %s, signal %s, result %s%s" % (t.get("exitCode"), t.get("signal"), t.get("result"), (", error " + json.dumps(t.get("error"))) if t.get("error") else ""))' "$T/session.json" 2>&1)
 say ""
 say "exit status: $status"
 s=$(python3 -c 'import json,sys; print((json.load(open(sys.argv[1])).get("started") or {}).get("session",""))' "$T/session.json" 2>/dev/null)
-if [ "$crc" = 0 ] && grep -q 'hello from /dev/pts/[0-9]* as byk in /home/byk' "$T/transcript.bin" && [ "$status" = "exit code 3, signal None, result exit-code" ]; then
+if [ "$crc" = 0 ] && grep -q 'hello from /dev/pts/[0-9]* as byk in /home/byk' "$T/flags/transcript.bin" && [ "$status" = "exit code 3, signal None, result exit-code" ]; then
   pass "scripted session: output, input, exit status 3" "$status"
 else
   fail "scripted session: output, input, exit status 3" "client exit $crc; $status; $(cat "$T/session.err")"
@@ -126,9 +127,16 @@ fi
 section "the supervisor's journal for this session (structured fields: SESSION=, UNIT=, PEER_PID=, INVOCATION_ID=)"
 sleep 0.5
 show journalctl --no-pager -o short-precise _SYSTEMD_UNIT=opencode-pty-supervisor.service SESSION="$s"
-say "\$ journalctl -o verbose ... SESSION=$s | grep fields   (the first entry's fields)"
-journalctl --no-pager -o verbose _SYSTEMD_UNIT=opencode-pty-supervisor.service SESSION="$s" 2>&1 |
-  grep -E '^ +(MESSAGE|SESSION|UNIT|PEER_PID|PEER_UID|INVOCATION_ID)=' | head -n 6 | sed 's/^ */  /' | tee -a "$OUT"
+say "\$ journalctl -o json ... SESSION=$s   (the fields of its \"PTY unit running\" entry)"
+journalctl --no-pager -o json _SYSTEMD_UNIT=opencode-pty-supervisor.service SESSION="$s" 2>&1 | python3 -c '
+import json, sys
+for line in sys.stdin:
+    e = json.loads(line)
+    if e.get("MESSAGE") == "PTY unit running":
+        for k in ("MESSAGE", "SESSION", "UNIT", "PEER_PID", "PEER_UID", "INVOCATION_ID", "PRIORITY"):
+            if k in e:
+                print("  %s=%s" % (k, e[k]))
+        break' | tee -a "$OUT"
 
 section "after the session: the unit is gone"
 show systemctl list-units --no-pager 'opencode-pty-*'

@@ -254,30 +254,35 @@ def interactive(path, argv):
 def main():
     args = sys.argv[1:]
     path = default_socket()
-    if args[:1] == ['--socket']:
-        path, args = args[1], args[2:]
-    if args[:1] == ['--interactive']:
-        sys.exit(interactive(path, args[1:] or ['/bin/bash', '-i']))
-    if args[:1] == ['--steps']:
-        spec = json.loads(args[1])
-        rest = args[2:]
-        out = transcript = None
-        while rest:
-            if rest[0] == '--out':
-                out, rest = rest[1], rest[2:]
-            elif rest[0] == '--transcript':
-                transcript, rest = rest[1], rest[2:]
-            else:
-                sys.exit('unknown argument %s' % rest[0])
-        res, rc = scripted(path, spec, out, transcript)
-        text = json.dumps(res, indent=1)
-        if out:
-            with open(out, 'w') as f:
-                f.write(text + '\n')
+    steps = out = transcript = None
+    argv = None
+    while args:
+        a = args.pop(0)
+        if a == '--socket' and args:
+            path = args.pop(0)
+        elif a == '--steps' and args:
+            steps = json.loads(args.pop(0))
+        elif a == '--out' and args:
+            out = args.pop(0)
+        elif a == '--transcript' and args:
+            transcript = args.pop(0)
+        elif a == '--interactive':
+            argv, args = args or ['/bin/bash', '-i'], []
         else:
-            print(text)
-        sys.exit(rc)
-    sys.exit('usage: relay_client.py [--socket PATH] --interactive [ARGV...] | --steps JSON [--out FILE] [--transcript FILE]')
+            sys.exit('usage: relay_client.py [--socket PATH] --interactive [ARGV...] | '
+                     '--steps JSON [--out FILE] [--transcript FILE]')
+    if argv is not None:
+        sys.exit(interactive(path, argv))
+    if steps is None:
+        sys.exit('relay_client.py: --steps JSON or --interactive is required')
+    res, rc = scripted(path, steps, out, transcript)
+    text = json.dumps(res, indent=1)
+    if out:
+        with open(out, 'w') as f:
+            f.write(text + '\n')
+    else:
+        print(text)
+    sys.exit(rc)
 
 
 if __name__ == '__main__':
