@@ -634,6 +634,9 @@ class Pty {
       throw new RangeError(`waitForOutput: maxBytes must be in 1..${limits.maxBufferedOutputBytes}`);
     }
     if (!Number.isInteger(timeoutMs) || timeoutMs < 1) throw new RangeError('waitForOutput: timeoutMs must be a positive integer');
+    if (this._exited) {
+      return Promise.reject(new PtyError('pattern_not_found', `waitForOutput: the session has ended; ${pattern} was not seen`));
+    }
     return new Promise((resolve, reject) => {
       let window = '';
       let data = null;

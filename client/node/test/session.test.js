@@ -249,6 +249,7 @@ test('waitForOutput: matches across chunks, bounded window, timeout, and session
   const w3 = pty.waitForOutput(/never/);
   conn.exit(0);
   await assert.rejects(w3, { code: 'pattern_not_found' });
+  await assert.rejects(pty.waitForOutput(/late/), { code: 'pattern_not_found' });
 });
 
 test('an error envelope ends the session with its code, after the output before it', async (t) => {
