@@ -35,22 +35,37 @@ const CLK_TCK = 100;  // Linux USER_HZ on x86-64
 const now = () => Number(process.hrtime.bigint()) / 1e6;  // ms
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// BENCH_PROFILE=1 marks records taken with the supervisor under callgrind.
+// BENCH_PROFILE marks records taken with the supervisor under a profiler
+// ("callgrind" or "strace"); they are not throughput figures.
 function emit(rec) {
-  if (process.env.BENCH_PROFILE === '1') rec = { profile: true, ...rec };
+  if (process.env.BENCH_PROFILE) rec = { profile: process.env.BENCH_PROFILE, ...rec };
   fs.appendFileSync(OUT, JSON.stringify(rec) + '\n');
 }
 
 // utime+stime of the supervisor in seconds, or null when unknown.
 function supCpu() {
+  const t = supTimes();
+  return t === null ? null : t.user + t.sys;
+}
+
+// The supervisor's user and system CPU seconds and its voluntary context
+// switches (each one is a sleep in epoll_wait: a wakeup of the loop).
+function supTimes() {
   if (!SUP) return null;
   try {
     const stat = fs.readFileSync(`/proc/${SUP}/stat`, 'utf8');
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) / CLK_TCK;  // fields 14 and 15
+    const m = /voluntary_ctxt_switches:\s+(\d+)/.exec(fs.readFileSync(`/proc/${SUP}/status`, 'utf8'));
+    return { user: Number(f[11]) / CLK_TCK, sys: Number(f[12]) / CLK_TCK, wakeups: m ? Number(m[1]) : null };
   } catch {
     return null;
   }
+}
+
+function timesDelta(a, b) {
+  if (a === null || b === null) return {};
+  return { sup_user_s: +(b.user - a.user).toFixed(2), sup_sys_s: +(b.sys - a.sys).toFixed(2),
+    sup_wakeups: b.wakeups === null ? null : b.wakeups - a.wakeups };
 }
 
 function supStatus() {
@@ -78,6 +93,7 @@ function runStack(file) {
   return new Promise((resolve) => {
     const r = { variant: 'stack', bytes: 0, first_ms: null, last_ms: null };
     const cpu0 = supCpu();
+    const times0 = supTimes();
     const ncpu = process.cpuUsage();
     const t0 = now();
     const p = pty.spawn('cat', [file], { cwd: '/', encoding: null });
@@ -92,6 +108,7 @@ function runStack(file) {
       r.total_ms = now() - t0;
       const cpu1 = supCpu();
       r.sup_cpu_s = cpu0 === null || cpu1 === null ? null : cpu1 - cpu0;
+      Object.assign(r, timesDelta(times0, supTimes()));
       r.client_cpu_s = nodeCpu(ncpu);
       r.exit = { code: e.exitCode, signal: e.signal, error: e.error ? e.error.code : null };
       resolve(r);
@@ -303,6 +320,7 @@ async function stream() {
   for (const n of levels) {
     const before = supStatus();
     const cpu0 = supCpu();
+    const times0 = supTimes();
     const ncpu = process.cpuUsage();
     let peak = before ? before.VmRSS : 0;
     const sampler = setInterval(() => {
@@ -324,7 +342,7 @@ async function stream() {
       kind: 'stream', sessions: n, file, bytes, wall_ms: wall,
       ok: results.filter((e) => e.exitCode === 0 && !e.error).length,
       errors: results.filter((e) => e.error).map((e) => e.error.code).slice(0, 10),
-      sup_cpu_s: cpu0 === null ? null : cpu1 - cpu0,
+      sup_cpu_s: cpu0 === null ? null : cpu1 - cpu0, ...timesDelta(times0, supTimes()),
       sup_rss_before_kb: before ? before.VmRSS : null, sup_rss_peak_kb: peak,
       sup_rss_after_kb: after ? after.VmRSS : null, client_cpu_s: nodeCpu(ncpu),
     });

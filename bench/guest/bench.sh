@@ -187,6 +187,7 @@ fi
 
 # --- start latency --------------------------------------------------------------
 if phase latency; then
+  lat_since=$(date +%s)
   r=0
   while [ "$r" -lt "$LAT_ROUNDS" ]; do
     app latency 1800 BENCH_LAT_N="$LAT_N" BENCH_ROUND=$r
@@ -197,6 +198,29 @@ if phase latency; then
   want=$((LAT_N * LAT_ROUNDS))
   if [ "$n" -eq "$want" ]; then pass "latency: $want stack sessions of true recorded"; else fail "latency: $want stack sessions of true recorded" "got $n"; fi
   wait_no_sessions 60
+  # Where a session's start goes, from the supervisor's own journal entries
+  # (each carries SESSION=): authenticated -> START received ("starting PTY
+  # unit") -> "PTY unit running" (started envelope) -> "PTY unit finished"
+  # -> "PTY unit proven gone".
+  journalctl -o json --no-pager -u opencode-pty-supervisor.service --since "@$lat_since" |
+    python3 -c '
+import json, statistics, sys
+steps = ["connection authenticated", "starting PTY unit", "PTY unit running", "PTY unit finished", "PTY unit proven gone"]
+by = {}
+for line in sys.stdin:
+    e = json.loads(line)
+    s, m = e.get("SESSION"), e.get("MESSAGE")
+    if not s or not isinstance(m, str):
+        continue
+    for i, st in enumerate(steps):
+        if m.startswith(st):
+            by.setdefault(s, {}).setdefault(i, int(e["__REALTIME_TIMESTAMP"]) / 1000.0)
+out = {"kind": "latency_breakdown", "sessions": len(by), "median_ms": {}}
+for i in range(len(steps) - 1):
+    d = [t[i + 1] - t[i] for t in by.values() if i in t and i + 1 in t]
+    if d:
+        out["median_ms"]["%s -> %s" % (steps[i], steps[i + 1])] = round(statistics.median(d), 2)
+print(json.dumps(out))' >> "$OUT"
 fi
 
 # --- scale: concurrent idle sessions -------------------------------------------
@@ -246,13 +270,51 @@ fi
 # A runtime drop-in relaxes exactly what valgrind needs (W+X memory for its
 # JIT, syscalls outside the filter, a writable /results) for this run only.
 if phase profile; then
+  # 1. System calls of the unmodified supervisor during one stack run
+  #    (strace from the start of the session to its end). strace stops the
+  #    supervisor at every call, so it runs slower and may read bigger
+  #    batches: the counts are an upper bound on the calls per MiB.
+  sup=$(sup_pid)
+  strace -f -qq -s 0 -e trace=recvfrom,recvmsg,sendto,sendmsg,read,write,writev,epoll_wait,epoll_ctl,epoll_pwait \
+    -o /results/strace-pump.txt -p "$sup" &
+  stracepid=$!
+  sleep 1
+  app throughput 1800 BENCH_FILE="$PROF" BENCH_ROUND=0 BENCH_VARIANTS=stack BENCH_PROFILE=strace
+  kill -INT "$stracepid"; wait "$stracepid"
+  python3 - /results/strace-pump.txt >> "$OUT" <<'PY'
+import collections, json, re, sys
+# The whole trace includes the app's start (daemon-reload: a burst of D-Bus
+# signals) and the session's start and end; "transfer" is the part between
+# the first and the last sendto of more than 1 KiB (the pump at work).
+rows = []
+for line in open(sys.argv[1]):
+    m = re.match(r"^(?:\d+\s+)?(\w+)\((\d+)?.*\)\s+=\s+(-?\d+)", line)
+    if m:
+        rows.append((m.group(1), int(m.group(3)), "EAGAIN" in line))
+big = [i for i, (n, ret, _) in enumerate(rows) if n == "sendto" and ret > 1024]
+def summarize(part):
+    calls, size = collections.Counter(), collections.defaultdict(list)
+    for name, ret, _ in part:
+        calls[name] += 1
+        if name in ("recvfrom", "sendto", "recvmsg", "sendmsg", "read", "write", "writev") and ret > 0:
+            size[name].append(ret)
+    return {"calls": dict(calls), "bytes": {k: sum(v) for k, v in size.items()},
+            "mean_bytes": {k: round(sum(v) / len(v), 1) for k, v in size.items() if v},
+            "eagain": sum(1 for r in part if r[2])}
+out = {"kind": "strace_pump", "whole": summarize(rows)}
+if big:
+    out["transfer"] = summarize(rows[big[0]:big[-1] + 1])
+print(json.dumps(out))
+PY
+  rm -f /results/strace-pump.txt
+  # 2. Instructions (callgrind) of the supervisor during one stack run.
   VG=$STAGE/valgrind
   systemctl stop opencode-pty-supervisor.service
   mkdir -p /run/systemd/system/opencode-pty-supervisor.service.d
   cat > /run/systemd/system/opencode-pty-supervisor.service.d/90-bench-callgrind.conf <<UNIT
 [Service]
 ExecStart=
-ExecStart=$VG/bin/valgrind --tool=callgrind --callgrind-out-file=/results/callgrind.out.%%p /usr/local/libexec/opencode-pty-supervisor
+ExecStart=$VG/bin/valgrind.bin --tool=callgrind --callgrind-out-file=/results/callgrind.out.%%p /usr/local/libexec/opencode-pty-supervisor
 Environment=VALGRIND_LIB=$VG/libexec/valgrind
 MemoryDenyWriteExecute=no
 SystemCallFilter=
@@ -260,7 +322,7 @@ ReadWritePaths=/results
 TimeoutStartSec=120
 UNIT
   systemctl daemon-reload
-  app throughput 1800 BENCH_FILE="$PROF" BENCH_ROUND=0 BENCH_VARIANTS=stack BENCH_PROFILE=1
+  app throughput 1800 BENCH_FILE="$PROF" BENCH_ROUND=0 BENCH_VARIANTS=stack BENCH_PROFILE=callgrind
   # bench-app read no pid before the first connection: re-read for the record.
   vgpid=$(sup_pid)
   systemctl stop opencode-pty-supervisor.service

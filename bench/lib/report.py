@@ -57,7 +57,8 @@ def throughput_summary(recs, env):
     for r in rows:
         v = r["variant"]
         d = out["variants"].setdefault(v, {"runs": 0, "complete": 0, "errors": [], "total_ms": [],
-                                           "transfer_ms": [], "sup_cpu_s": [], "client_cpu_s": []})
+                                           "transfer_ms": [], "sup_cpu_s": [], "client_cpu_s": [],
+                                           "sup_user_s": [], "sup_sys_s": [], "sup_wakeups": []})
         d["runs"] += 1
         ok = r.get("bytes") == expected and r.get("first_ms") is not None and (r.get("exit") or {}).get("error") is None
         # node-pty reports the exit and closes the master before the last
@@ -78,6 +79,9 @@ def throughput_summary(recs, env):
             d["sup_cpu_s"].append(r["sup_cpu_s"])
         if r.get("client_cpu_s") is not None:
             d["client_cpu_s"].append(r["client_cpu_s"])
+        for k in ("sup_user_s", "sup_sys_s", "sup_wakeups"):
+            if r.get(k) is not None:
+                d[k].append(r[k])
         per_round.setdefault(r["round"], {})[v] = (r["total_ms"], transfer)
     for v, d in out["variants"].items():
         d["median_total_ms"] = r3(med(d["total_ms"]), 1)
@@ -85,6 +89,11 @@ def throughput_summary(recs, env):
         d["mib_per_s"] = r3(size_mib / (d["median_transfer_ms"] / 1000), 1) if d["median_transfer_ms"] else None
         d["sup_cpu_ms_per_mib"] = r3(med(d["sup_cpu_s"]) * 1000 / size_mib, 2) if d["sup_cpu_s"] else None
         d["client_cpu_ms_per_mib"] = r3(med(d["client_cpu_s"]) * 1000 / size_mib, 2) if d["client_cpu_s"] else None
+        if d["sup_user_s"]:
+            d["sup_user_ms_per_mib"] = r3(med(d["sup_user_s"]) * 1000 / size_mib, 2)
+            d["sup_sys_ms_per_mib"] = r3(med(d["sup_sys_s"]) * 1000 / size_mib, 2)
+        if d["sup_wakeups"]:
+            d["sup_wakeups_per_mib"] = r3(med(d["sup_wakeups"]) / size_mib, 1)
 
     def cmp(base, other):
         b, o = out["variants"].get(base), out["variants"].get(other)
@@ -120,9 +129,14 @@ def latency_summary(recs):
             "exit_p50_ms": r3(pct([r["exit_ms"] for r in good], 50), 1),
             "exit_p99_ms": r3(pct([r["exit_ms"] for r in good], 99), 1),
             "started_p50_ms": r3(pct([r.get("started_ms") for r in good], 50), 1),
+            "connect_p50_ms": r3(pct([r.get("connect_ms") for r in good], 50), 1),
+            "helper_exit_p50_ms": r3(pct([r.get("helper_exit_ms") for r in good], 50), 1),
             "errors": sorted({r.get("error") for r in rs if r.get("error")}),
         }
     c = out["cases"]
+    bd = [r for r in recs if r.get("kind") == "latency_breakdown"]
+    if bd:
+        out["supervisor_breakdown"] = bd[0]
 
     def rr(base, base_key, other, other_key):
         b, o = c.get(base), c.get(other)
@@ -210,6 +224,21 @@ def scale_summary(recs, env):
     return out
 
 
+def strace_summary(recs):
+    st = [r for r in recs if r.get("kind") == "strace_pump"]
+    run = [r for r in recs if r.get("profile") == "strace" and r.get("kind") == "throughput"]
+    if not st or not run:
+        return None
+    out = dict(st[0])
+    tr = st[0].get("transfer") or st[0]["whole"]
+    mib = tr["bytes"].get("sendto", 0) / MIB
+    out["output_mib"] = r3(mib, 2)
+    out["calls_per_mib"] = {k: r3(v / mib, 1) for k, v in sorted(tr["calls"].items(), key=lambda x: -x[1])} if mib else {}
+    out["mean_bytes"] = tr["mean_bytes"]
+    out["profile_run"] = run[0]
+    return out
+
+
 def profile_summary(path, recs):
     if not path or not os.path.exists(path):
         return None
@@ -228,7 +257,7 @@ def profile_summary(path, recs):
         m = re.match(r"^\s*([\d,]+)\s+\(\s*([\d.]+)%\)\s+(\S.*)$", line)
         if m and len(fns[part]) < 25:
             fns[part].append({"ir": int(m.group(1).replace(",", "")), "pct": float(m.group(2)), "fn": m.group(3).strip()})
-    run = [r for r in recs if r.get("profile") and r.get("kind") == "throughput"]
+    run = [r for r in recs if r.get("profile") == "callgrind" and r.get("kind") == "throughput"]
     pumped = run[0]["bytes"] if run else None
     return {"tool": "valgrind --tool=callgrind (instructions: Ir)", "total_ir": total,
             "bytes_pumped": pumped, "ir_per_output_byte": r3(ratio(total, pumped), 2),
@@ -271,7 +300,10 @@ def markdown(s, cmd):
                 fmt(rt["ratio_transfer"], "", 3), fmt(rt["ratio_transfer_paired_median"], "", 3),
                 fmt(rt["ratio_total"], "", 3), run))
         st = v.get("stack", {})
-        L.append("| supervisor CPU per MiB pumped (1 stream) | %s ms/MiB | — | — | %s |" % (fmt(st.get("sup_cpu_ms_per_mib"), "", 2), run))
+        L.append("| supervisor CPU per MiB pumped (1 stream) | %s ms/MiB (user %s, system %s); %s loop wakeups/MiB; Node client %s ms/MiB (bare-script reader %s) | — | — | %s |" % (
+            fmt(st.get("sup_cpu_ms_per_mib"), "", 2), fmt(st.get("sup_user_ms_per_mib"), "", 2), fmt(st.get("sup_sys_ms_per_mib"), "", 2),
+            fmt(st.get("sup_wakeups_per_mib"), "", 0), fmt(st.get("client_cpu_ms_per_mib"), "", 2),
+            fmt(v.get("script", {}).get("client_cpu_ms_per_mib"), "", 2), run))
     la = s.get("latency")
     if la:
         c = la["cases"]
@@ -289,6 +321,14 @@ def markdown(s, cmd):
             L.append("| start latency `%s`, %s: stack | %s | %s: %s | p50 **%s×**, p99 %s× (baseline ÷ stack: > 1 means the stack is faster) | %s |" % (
                 on.split(": ")[1], what, lv(on, ok), bn.split(": ")[0], lv(bn, bk),
                 fmt(rt["ratio_p50"], "", 2), fmt(rt["ratio_p99"], "", 2), run))
+        st = c.get("stack: true")
+        bd = la.get("supervisor_breakdown")
+        if st:
+            parts = "spawn() → socket connected %s ms → helper exited %s ms → `started` %s ms → exit envelope %s ms (medians, from the client)" % (
+                fmt(st.get("connect_p50_ms")), fmt(st.get("helper_exit_p50_ms")), fmt(st.get("started_p50_ms")), fmt(st.get("exit_p50_ms")))
+            if bd:
+                parts += "; supervisor journal: " + "; ".join("%s %s ms" % (k, fmt(v)) for k, v in bd["median_ms"].items())
+            L.append("| where a stack session's start goes (`true`) | %s | — | — | %s |" % (parts, run))
     sc = s.get("scale") or {}
     if sc.get("idle"):
         i = sc["idle"]
@@ -307,6 +347,11 @@ def markdown(s, cmd):
             st["sessions"], st["payload_mib"] // st["sessions"], fmt(st["sup_cpu_ms_per_mib"], "", 2),
             fmt(st["aggregate_mib_per_s"]), st["sup_rss_peak_kb"], fmt(st["rss_per_streaming_session_kb"]),
             st["ok"], st["sessions"], run))
+    sy = s.get("syscalls")
+    if sy:
+        L.append("| supervisor system calls per MiB of output while pumping (strace, the transfer part of one stack run, %s MiB) | %s; mean bytes per call: %s | — | — | %s |" % (
+            fmt(sy["output_mib"]), ", ".join("%s %s" % (k, fmt(v)) for k, v in sy["calls_per_mib"].items()),
+            ", ".join("%s %s" % (k, fmt(v, "", 0)) for k, v in sy["mean_bytes"].items()), run))
     p = s.get("profile")
     if p and p.get("total_ir"):
         top = ", ".join("%s %.1f%%" % (f["fn"], f["pct"]) for f in p["top_exclusive"][:5])
@@ -407,6 +452,7 @@ def main():
     s["latency"] = latency_summary(recs)
     s["scale"] = scale_summary(recs, env)
     s["profile"] = profile_summary(a.callgrind, recs)
+    s["syscalls"] = strace_summary(recs)
     table = markdown(s, a.command)
     s["table_markdown"] = table
     out = dict(s)
