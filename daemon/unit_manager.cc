@@ -34,19 +34,32 @@ absl::Status UnitTracker::Init() {
 }
 
 absl::Status UnitTracker::AttachBus(sd_bus* bus, std::function<void(absl::Status)> on_error) {
-  bus_ = bus;
   on_error_ = std::move(on_error);
   sd_bus_slot* slot = nullptr;
   // The bus daemon filters on sender; the handler still treats what arrives
   // as a hint only (anyone able to get a signal through proves nothing).
+  // Every match has an install callback: without one, sd-bus fails the whole
+  // connection when the bus daemon refuses a match.
   int r = sd_bus_match_signal_async(bus, &slot, kSystemdService, kSystemdPath, kManagerInterface,
-                                    "UnitRemoved", &UnitTracker::OnMatch, nullptr, this);
+                                    "UnitRemoved", &UnitTracker::OnMatch,
+                                    &UnitTracker::OnMatchInstalled, this);
   if (r < 0) return SdError(r, "match UnitRemoved");
   unit_removed_match_.reset(slot);
   r = sd_bus_match_signal_async(bus, &slot, kSystemdService, kSystemdPath, kManagerInterface,
-                                "JobRemoved", &UnitTracker::OnMatch, nullptr, this);
+                                "JobRemoved", &UnitTracker::OnMatch, &UnitTracker::OnMatchInstalled,
+                                this);
   if (r < 0) return SdError(r, "match JobRemoved");
   job_removed_match_.reset(slot);
+  // One match for every unit object, not one per session: the system bus
+  // limits match rules per connection (512 by default), sessions up to
+  // kMaxSessions. Other units' signals are dropped by name in OnSignal.
+  r = sd_bus_add_match_async(bus, &slot,
+                             "type='signal',sender='org.freedesktop.systemd1',"
+                             "interface='org.freedesktop.DBus.Properties',member='PropertiesChanged',"
+                             "path_namespace='/org/freedesktop/systemd1/unit'",
+                             &UnitTracker::OnMatch, &UnitTracker::OnMatchInstalled, this);
+  if (r < 0) return SdError(r, "match PropertiesChanged");
+  properties_match_.reset(slot);
   // systemd emits unit signals on the system bus only while someone is
   // subscribed.
   ASSIGN_OR_RETURN(MessagePtr m, NewManagerCall(bus, "Subscribe"));
@@ -63,15 +76,6 @@ absl::StatusOr<std::unique_ptr<UnitTracker::Watch>> UnitTracker::Add(const std::
   if (watched_.contains(unit))
     return absl::AlreadyExistsError(absl::StrCat(unit, " is already watched"));
   std::unique_ptr<Watch> watch(new Watch(this, unit));
-  if (bus_ != nullptr) {
-    ASSIGN_OR_RETURN(std::string path, UnitObjectPath(unit));
-    sd_bus_slot* slot = nullptr;
-    int r = sd_bus_match_signal_async(bus_, &slot, kSystemdService, path.c_str(),
-                                      kPropertiesInterface, "PropertiesChanged",
-                                      &UnitTracker::OnMatch, nullptr, this);
-    if (r < 0) return SdError(r, "match PropertiesChanged");
-    watch->properties_match_.reset(slot);
-  }
   watched_.emplace(unit, Entry{watcher, false});
   return watch;
 }
@@ -96,6 +100,16 @@ void UnitTracker::ArmTick() {
   sd_event_now(event_, CLOCK_MONOTONIC, &now);
   sd_event_source_set_time(tick_.get(), now + limits::kRequeryIntervalUsec);
   sd_event_source_set_enabled(tick_.get(), SD_EVENT_ONESHOT);
+}
+
+int UnitTracker::OnMatchInstalled(sd_bus_message* m, void* userdata,
+                                  sd_bus_error* /*error*/) noexcept {
+  auto* self = static_cast<UnitTracker*>(userdata);
+  absl::Status st = ReplyStatus(m);
+  // Without signals the poll tick and EOF-driven queries still find every
+  // state change; report it and keep the connection.
+  if (!st.ok() && self->on_error_) self->on_error_(st);
+  return 0;
 }
 
 int UnitTracker::OnMatch(sd_bus_message* m, void* userdata, sd_bus_error* /*error*/) noexcept {

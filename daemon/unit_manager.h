@@ -40,11 +40,12 @@ class UnitTracker {
   UnitTracker& operator=(const UnitTracker&) = delete;
 
   absl::Status Init();
-  // Manager.Subscribe and matches for Manager.UnitRemoved / JobRemoved from
-  // systemd (all asynchronous). `on_error` reports a failed Subscribe/match.
+  // Manager.Subscribe and matches for Manager.UnitRemoved / JobRemoved and
+  // PropertiesChanged of unit objects from systemd (all asynchronous).
+  // `on_error` reports a failed Subscribe or match.
   absl::Status AttachBus(sd_bus* bus, std::function<void(absl::Status)> on_error);
 
-  // One watched unit; destroying it unregisters (and removes its match).
+  // One watched unit; destroying it unregisters.
   class Watch {
    public:
     ~Watch();
@@ -57,7 +58,6 @@ class UnitTracker {
     Watch(UnitTracker* tracker, std::string unit) : tracker_(tracker), unit_(std::move(unit)) {}
     UnitTracker* tracker_;
     std::string unit_;
-    SlotPtr properties_match_;
   };
   // At most one watcher per unit (a unit has exactly one owner at a time).
   absl::StatusOr<std::unique_ptr<Watch>> Add(const std::string& unit, UnitWatcher* watcher);
@@ -75,18 +75,18 @@ class UnitTracker {
     bool polling = false;
   };
   static int OnMatch(sd_bus_message* m, void* userdata, sd_bus_error* error) noexcept;
+  static int OnMatchInstalled(sd_bus_message* m, void* userdata, sd_bus_error* error) noexcept;
   static int OnDefer(sd_event_source* s, void* userdata) noexcept;
   static int OnTick(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
   void Remove(const std::string& unit);
   void ArmTick();
 
   sd_event* event_;
-  sd_bus* bus_ = nullptr;
   HintQueue queue_;
   std::map<std::string, Entry, std::less<>> watched_;
   EventSourcePtr defer_;
   EventSourcePtr tick_;
-  SlotPtr unit_removed_match_, job_removed_match_;
+  SlotPtr unit_removed_match_, job_removed_match_, properties_match_;
   Pending subscribe_;
   std::function<void(absl::Status)> on_error_;
 };
