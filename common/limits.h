@@ -67,10 +67,14 @@ inline constexpr size_t kEnvelopeQueueBytes = 4 * (kFrameHeaderBytes + kMaxEnvel
 inline constexpr size_t kSessionMemoryCap =
     kOutputQueueBytes + kInputQueueBytes + kEnvelopeQueueBytes +
     kFrameHeaderBytes + kMaxStartPayload;
-// 1,024 concurrent PTYs: one per open terminal tab of a busy server; the bench
-// measures 1,000 idle sessions. Each session costs a transient unit with two
-// processes, so systemd, not the supervisor, is the scarcer resource.
-inline constexpr size_t kMaxSessions = 1024;
+// 256 concurrent PTYs. systemd is the scarce resource, not the supervisor:
+// every unit started with AddRef=yes makes systemd watch our bus name with one
+// match rule, and dbus-daemon's system bus allows a connection 512 match rules
+// (max_match_rules_per_connection); measured in the bookworm container, at
+// ~500 sessions systemd crossed it and was disconnected from the bus. 256
+// leaves systemd half of its budget for its own matches and for other AddRef
+// users (systemd-run --wait).
+inline constexpr size_t kMaxSessions = 256;
 // Connections that have not finished authentication + start frame. A small
 // number bounds what an unauthenticated (or slow) peer can make us hold.
 inline constexpr size_t kMaxPendingHandshakes = 16;

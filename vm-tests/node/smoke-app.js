@@ -369,7 +369,7 @@ cases.handshakes = async () => {
     ex.exitCode === 0 && s.output.includes('after-cap'), ex);
 };
 
-// Reservations: the session cap (1024), reached with real sessions.
+// Reservations: the session cap (limits.maxSessions), reached with real sessions.
 cases.sessioncap = async () => {
   const held = [];
   const t0 = Date.now();
