@@ -68,8 +68,9 @@ if [ "$mode" = --interactive ]; then
   exec 9<&-
   u=$(journalctl -o cat --no-pager -u opencode-v2.service | sed -n 's/.*PTY started, unit \(opencode-pty-[0-9a-f]*\.service\).*/\1/p' | tail -n1)
   if [ -n "$u" ]; then
+    s=${u#opencode-pty-}; s=${s%.service}
     section "what the supervisor logged for $u"
-    show journalctl --no-pager -o short-precise _SYSTEMD_UNIT=opencode-pty-supervisor.service UNIT="$u"
+    show journalctl --no-pager -o short-precise _SYSTEMD_UNIT=opencode-pty-supervisor.service SESSION="$s"
     pass "an interactive session ran" "$u"
   else
     fail "an interactive session ran" "no session was started"

@@ -221,7 +221,7 @@ def interactive(path, argv):
     saved = termios.tcgetattr(0) if is_tty else None
     try:
         if is_tty:
-            tty.setraw(0)
+            tty.setraw(0, termios.TCSANOW)  # keep what was typed ahead
         pending = b''
         stdin_open = True
         while r.terminal is None and not r.eof:
