@@ -1,5 +1,5 @@
 // The session data path (see pump.h). Reading rules, in one place:
-//   AWAIT_START  recvmsg(MSG_CMSG_CLOEXEC); the first data segment must carry
+//   AWAIT_START  RecvWithFd (MSG_CMSG_CLOEXEC); the first data segment must carry
 //                exactly one descriptor, later ones none;
 //   RUNNING      decode a frame only if its effect has room: INPUT needs room
 //                in the input queue, control frames need room for a notice;

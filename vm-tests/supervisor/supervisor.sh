@@ -99,6 +99,13 @@ ctl full '{"argv":["sh","-c","pwd; tty; echo hello-$((6*7)) marker-ARGV-7f3a >/d
 expect "full: helper exit 0" full 'r["helper_status"] == 0'
 expect "full: started envelope (session, unit, invocation, revision, source)" full '(lambda s: len(s["session"]) == 32 and s["unit"] == "opencode-pty-%s.service" % s["session"] and len(s["invocation"]) == 32 and len(s["revision"]) == 40 and len(s["source"]) == 64)(r["envelopes"][0])'
 expect "full: started comes before any output" full 'r["events"][0] == "started:"'
+if [ -f "$A/generated/source_identity.h" ]; then
+  rev=$(sed -n 's/^#define OPENCODE_REVISION "\([0-9a-f]*\)"$/\1/p' "$A/generated/source_identity.h")
+  src=$(sed -n 's/^#define OPENCODE_SOURCE_SHA256 "\([0-9a-f]*\)"$/\1/p' "$A/generated/source_identity.h")
+  expect "full: started names the build's revision and source hash" full "r['envelopes'][0]['revision'] == '$rev' and r['envelopes'][0]['source'] == '$src'"
+else
+  fail "full: started names the build's revision and source hash" "no generated/source_identity.h in the artifacts"
+fi
 expect "full: command runs in the passed directory on a real tty" full '"/home/byk" in r["output_text"] and "/dev/pts/" in r["output_text"]'
 expect "full: input reaches the command" full '"got:abc" in r["output_text"]'
 expect "full: exit code 7, signal null, result exit-code" full 't.get("type") == "exit" and t["code"] == 7 and t["signal"] is None and t["result"] == "exit-code"'
