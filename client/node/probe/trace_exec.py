@@ -183,6 +183,14 @@ def trace(target, on_seized=None, timeout=120.0):
             ptrace(PTRACE_CONT, pid, 0, inject)
         except OSError:
             traced.discard(pid)  # gone meanwhile
+    # waitpid(-1) may report a new child's first stop (which is continued at
+    # once) and then its exec before the parent's fork event: under slow
+    # emulation (the TCG VM) the helper's exec was seen first. The parent is
+    # stopped at its fork event until it is reaped, so the table recorded then
+    # is still the one the child got; attach it now.
+    for ev in result['execs']:
+        if ev.get('at_fork') is None:
+            ev['at_fork'] = at_fork.get(ev['pid'])
     result['duration'] = round(time.monotonic() - t0, 6)
     return result
 
