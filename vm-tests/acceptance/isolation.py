@@ -165,22 +165,23 @@ def try_procfd(name, pid, fds, table):
         except OSError as e:
             record('%s: open %s O_PATH' % (name, p), True, e.errno, link)
             continue
+        # Python's socket object checks the descriptor with getsockopt(SO_TYPE);
+        # on an O_PATH handle that fails (EBADF): the handle is not a socket.
+        g = os.dup(f)
         try:
-            s = socket.socket(fileno=os.dup(f))
-            try:
-                s.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE)
-                usable = True
-                try:
-                    s.send(b'')
-                except OSError as e2:
-                    usable = e2.errno not in (errno.EBADF, errno.ENOTSOCK)
-            except OSError:
-                usable = False
-            finally:
-                s.close()
+            sk = socket.socket(fileno=g)
         except OSError as e:
+            os.close(g)
             usable = False
             link += ' (%s)' % en(e.errno)
+        else:
+            try:
+                sk.send(b'')
+                usable = True
+            except OSError as e2:
+                usable = e2.errno not in (errno.EBADF, errno.ENOTSOCK)
+            finally:
+                sk.close()
         os.close(f)
         record('%s: use %s through O_PATH' % (name, p), not usable, None,
                '%s: %s' % (link, 'usable as a socket' if usable else 'an O_PATH handle, not usable for I/O'))
@@ -263,18 +264,18 @@ def try_helper(name, path, helper):
     try:
         s.connect(path)
     except OSError as e:
-        record('%s: START through the real helper' % name, False, e.errno, 'connect failed: nothing proven')
+        record('%s: START by the real helper on a connection it inherited from this process' % name, False, e.errno, 'connect failed: nothing proven')
         return
     rc, err = run_helper(helper, s.fileno(), ['/bin/sh', '-c', 'echo impersonated'])
     env = read_envelope(s)
     s.close()
-    record('%s: START through the real helper' % name,
+    record('%s: START by the real helper on a connection it inherited from this process' % name,
            env.get('type') == 'error' and env.get('code') == 'unauthenticated', None,
            {'helper_exit': rc, 'helper_stderr': err, 'envelope': env})
 
 
-def try_inherited(name, path, helper):
-    table, err = fd_table(os.getpid())
+def try_inherited(name, path, helper, table):
+    """table: this process's descriptors as it started (before any attempt)."""
     mine = dict(table or {})
     sockets = []
     for fd, link in sorted(mine.items()):
@@ -289,13 +290,20 @@ def try_inherited(name, path, helper):
                'no inherited socket: descriptors %s' % json.dumps(mine))
         return
     for fd in sockets:
-        rc, errtxt = run_helper(helper, fd, ['/bin/sh', '-c', 'echo delegated'])
-        s = socket.socket(fileno=os.dup(fd))
-        env = read_envelope(s, timeout=5)
-        s.close()
+        try:
+            kind = is_socket_fd(fd)
+            rc, errtxt = run_helper(helper, fd, ['/bin/sh', '-c', 'echo delegated'])
+            s = socket.socket(fileno=os.dup(fd))
+            env = read_envelope(s, timeout=5)
+            s.close()
+        except OSError as e:
+            # The descriptor cannot even be used as a socket by its holder.
+            record('%s: a PTY through inherited fd %d' % (name, fd), True, e.errno,
+                   {'link': mine[fd], 'kind': kind, 'table': mine})
+            continue
         started = env.get('type') == 'started'
         record('%s: a PTY through inherited fd %d' % (name, fd), not started, None,
-               {'link': mine[fd], 'helper_exit': rc, 'helper_stderr': errtxt, 'envelope': env})
+               {'link': mine[fd], 'kind': kind, 'helper_exit': rc, 'helper_stderr': errtxt, 'envelope': env})
 
 
 def ancestors():
@@ -342,6 +350,9 @@ def main():
         else:
             sys.exit('unknown argument %s' % a)
     want = lambda k: only is None or k in only  # noqa: E731
+    # What this process inherited, before any attempt opens anything.
+    inherited, _ = fd_table(os.getpid())
+    inherited = {fd: l for fd, l in (inherited or {}).items() if not l.startswith('?')}
     if anc:
         for pid, exe in ancestors():
             targets.append(('ancestor %s' % os.path.basename(exe), pid, None))
@@ -370,7 +381,7 @@ def main():
     if want('helper'):
         try_helper('supervisor', sup, helper)
     if want('inherited'):
-        try_inherited('self', sup, helper)
+        try_inherited('self', sup, helper, inherited)
     info['attempts'] = results
     print(json.dumps(info))
 
