@@ -89,6 +89,12 @@ inline constexpr uint64_t kBusCallTimeoutUsec = 10ULL * 1000 * 1000;
 inline constexpr uint64_t kCleanupDeadlineUsec = 15ULL * 1000 * 1000;
 // TimeoutStopSec of a PTY unit: SIGTERM, then SIGKILL after this.
 inline constexpr uint64_t kUnitStopTimeoutUsec = 5ULL * 1000 * 1000;
+// Method calls of the supervisor that wait for a reply at the same time; the
+// rest wait in FIFO order inside the supervisor. dbus-daemon's system bus lets
+// one connection wait for at most 128 replies (max_replies_per_connection) and
+// refuses more, which a mass disconnect of kMaxSessions sessions (one StopUnit
+// each) would otherwise exceed.
+inline constexpr size_t kMaxBusCallsInFlight = 64;
 // D-Bus signals (UnitRemoved, JobRemoved, PropertiesChanged) are only hints to
 // re-query; they coalesce into a set of at most this many pending unit names.
 inline constexpr size_t kSignalQueueCapacity = 64;

@@ -2,50 +2,120 @@
 // userdata is the PendingCall itself, so no allocation outlives its owner.
 #include "daemon/bus_call.h"
 
+#include <list>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/limits.h"
 #include "daemon/constants.h"
+#include "daemon/journal.h"
 #include "daemon/status_macros.h"
 
 namespace opencode::daemon {
 namespace {
 
+// At most limits::kMaxBusCallsInFlight calls wait for a reply; the others
+// wait here, oldest first, and are sent as replies free places. One sd-event
+// loop and one thread: plain static state, no locking.
+class DbusCall;
+struct Throttle {
+  size_t in_flight = 0;
+  std::list<DbusCall*> waiting;
+};
+Throttle& Calls() {
+  static Throttle t;
+  return t;
+}
+
+struct BusUnref {
+  void operator()(sd_bus* b) const noexcept { sd_bus_unref(b); }
+};
+
 class DbusCall final : public PendingCall {
  public:
-  explicit DbusCall(ReplyHandler handler) : handler_(std::move(handler)) {}
+  DbusCall(sd_bus* bus, sd_bus_message* call, ReplyHandler handler)
+      : bus_(sd_bus_ref(bus)), call_(sd_bus_message_ref(call)), handler_(std::move(handler)) {}
 
-  absl::Status Send(sd_bus* bus, sd_bus_message* call) {
-    sd_bus_slot* slot = nullptr;
-    int r = sd_bus_call_async(bus, &slot, call, &DbusCall::OnReply, this,
-                              limits::kBusCallTimeoutUsec);
-    if (r < 0) return SdError(r, "sd_bus_call_async");
-    slot_.reset(slot);
-    return absl::OkStatus();
+  ~DbusCall() override {
+    if (queued_) {
+      Calls().waiting.erase(pos_);
+    } else if (slot_) {  // cancelled while in flight: its place is free again
+      slot_.reset();
+      ReleasePlace();
+    }
+  }
+
+  absl::Status Start() {
+    if (Calls().in_flight >= limits::kMaxBusCallsInFlight) {
+      pos_ = Calls().waiting.insert(Calls().waiting.end(), this);
+      queued_ = true;
+      return absl::OkStatus();
+    }
+    return Send();
   }
 
  private:
+  absl::Status Send() {
+    sd_bus_slot* slot = nullptr;
+    int r = sd_bus_call_async(bus_.get(), &slot, call_.get(), &DbusCall::OnReply, this,
+                              limits::kBusCallTimeoutUsec);
+    // sd-bus holds its own reference until the message is written; ours would
+    // keep any descriptor the message carries (a PTY stream end) alive.
+    call_.reset();
+    if (r < 0) return SdError(r, "sd_bus_call_async");
+    slot_.reset(slot);
+    ++Calls().in_flight;
+    return absl::OkStatus();
+  }
+
+  // A reply arrived or an in-flight call was cancelled: send waiting calls.
+  static void ReleasePlace() noexcept {
+    Throttle& t = Calls();
+    --t.in_flight;
+    while (!t.waiting.empty() && t.in_flight < limits::kMaxBusCallsInFlight) {
+      DbusCall* next = t.waiting.front();
+      t.waiting.pop_front();
+      next->queued_ = false;
+      absl::Status st = next->Send();
+      if (!st.ok()) {
+        // The bus refused a message it accepted moments ago: it is broken,
+        // and a broken bus ends the loop (systemd restarts the supervisor,
+        // whose start-up recovery stops every leftover unit).
+        Log(LOG_ERR, absl::StrCat("Failed to send a queued D-Bus call: ", st.message()));
+        sd_event* e = sd_bus_get_event(next->bus_.get());
+        if (e != nullptr) sd_event_exit(e, -EIO);
+      }
+    }
+  }
+
   static int OnReply(sd_bus_message* reply, void* userdata, sd_bus_error* /*ret_error*/) noexcept {
     auto* self = static_cast<DbusCall*>(userdata);
     // The call is over: release our slot first (sd-bus keeps its own reference
     // while dispatching), then move the handler out so that it may destroy
     // *self without destroying the function it is running.
     self->slot_.reset();
+    ReleasePlace();
     ReplyHandler handler = std::move(self->handler_);
     if (handler) handler(reply);
     return 0;
   }
 
+  std::unique_ptr<sd_bus, BusUnref> bus_;
+  MessagePtr call_;
   SlotPtr slot_;
   ReplyHandler handler_;
+  bool queued_ = false;
+  std::list<DbusCall*>::iterator pos_;
 };
 
 }  // namespace
 
+size_t BusCallsInFlight() { return Calls().in_flight; }
+size_t BusCallsWaiting() { return Calls().waiting.size(); }
+
 absl::StatusOr<Pending> CallAsync(sd_bus* bus, sd_bus_message* call, ReplyHandler handler) {
-  auto pending = std::make_unique<DbusCall>(std::move(handler));
-  RETURN_IF_ERROR(pending->Send(bus, call));
+  auto pending = std::make_unique<DbusCall>(bus, call, std::move(handler));
+  RETURN_IF_ERROR(pending->Start());
   return Pending(std::move(pending));
 }
 

@@ -29,8 +29,13 @@ using Pending = std::unique_ptr<PendingCall>;
 
 // Sends `call` with the supervisor's bus timeout (limits::kBusCallTimeoutUsec).
 // The caller keeps no reference to `call` afterwards unless it wants to: sd-bus
-// holds its own until the message is written.
+// holds its own until the message is written. When kMaxBusCallsInFlight calls
+// already wait for replies, the call waits (FIFO) and is sent when one ends;
+// destroying the handle removes it from the queue.
 absl::StatusOr<Pending> CallAsync(sd_bus* bus, sd_bus_message* call, ReplyHandler handler);
+// Calls waiting for a reply, and calls queued behind them (for tests and STATUS=).
+size_t BusCallsInFlight();
+size_t BusCallsWaiting();
 
 // Builds a method call to systemd's manager object.
 absl::StatusOr<MessagePtr> NewManagerCall(sd_bus* bus, const char* member);
