@@ -204,9 +204,10 @@ void Session::StartUnit(StartRequest request, UniqueFd dir) noexcept {
   Arm(Deadline::kUnitStart, limits::kUnitStartDeadlineUsec);
   auto pending = ctx_.systemd->StartUnit(req, theirs.get(), dir.get(),
                                          [this](absl::Status st) { OnStartReply(std::move(st)); });
-  // The message carrying duplicates of `theirs` and `dir` is already
-  // released; closing ours here leaves systemd's copies the only ones, so EOF
-  // of the stream means the unit's processes are done with it.
+  // The message carrying duplicates of `theirs` and `dir` is released as
+  // soon as it is sent (at once, or when the bus call throttle lets it go);
+  // closing ours here leaves systemd's copies the only ones, so EOF of the
+  // stream means the unit's processes are done with it.
   theirs.reset();
   dir.reset();
   if (!pending.ok()) return Fail(ErrorCode::kUnitStartFailed, SV(pending.status().message()));

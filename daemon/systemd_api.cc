@@ -69,8 +69,8 @@ class BusSystemdApi final : public SystemdApi {
                                     Done done) override {
     ASSIGN_OR_RETURN(MessagePtr m, NewManagerCall(bus_, "StartTransientUnit"));
     RETURN_IF_ERROR(AppendStartTransientUnit(m.get(), req, stream_fd, dir_fd));
-    // `m` (and its descriptor duplicates) is released when this returns; sd-bus
-    // keeps its own reference only until the message is written.
+    // Our `m` is released when this returns; CallAsync keeps a reference only
+    // while the call waits for a place, sd-bus only until it is written.
     return CallAsync(bus_, m.get(), [done = std::move(done)](sd_bus_message* reply) {
       done(ReplyStatus(reply));
     });

@@ -35,8 +35,9 @@ class SystemdApi {
   virtual ~SystemdApi() = default;
 
   // StartTransientUnit with the fixed property set. The message (which holds
-  // duplicates of both descriptors) is released before this returns, so the
-  // caller closing its own copies leaves systemd's as the only ones.
+  // duplicates of both descriptors) is released once sent (CallAsync may
+  // queue it behind kMaxBusCallsInFlight calls), so the caller closing its own
+  // copies leaves systemd's as the only ones.
   virtual absl::StatusOr<Pending> StartUnit(const UnitRequest& req, int stream_fd, int dir_fd,
                                             Done done) = 0;
   // GetAll(Unit) + GetAll(Service) of a unit we hold a reference on.
