@@ -82,6 +82,19 @@ function supStatus() {
   }
 }
 
+// CPU of every process in the container (the cgroup v2 hierarchy is
+// namespaced to it): cat, script, the supervisor, the client, systemd, dbus.
+// Unlike wall time this hardly depends on what else the host runs.
+function containerCpu() {
+  try {
+    const m = /usage_usec (\d+)/.exec(fs.readFileSync('/sys/fs/cgroup/unified/cpu.stat', 'utf8')) ||
+      /usage_usec (\d+)/.exec(fs.readFileSync('/sys/fs/cgroup/cpu.stat', 'utf8'));
+    return m ? Number(m[1]) / 1e6 : null;
+  } catch {
+    return null;
+  }
+}
+
 function nodeCpu(prev) {
   const u = process.cpuUsage(prev);
   return (u.user + u.system) / 1e6;
@@ -186,7 +199,10 @@ async function throughput() {
   const round = Number(process.env.BENCH_ROUND || 0);
   for (const v of variants) {
     const fn = { stack: runStack, script: runScript, nodepty: runNodePty }[v];
+    const c0 = containerCpu();
     const r = await fn(file);
+    const c1 = containerCpu();
+    r.container_cpu_s = c0 === null || c1 === null ? null : +(c1 - c0).toFixed(3);
     emit({ kind: 'throughput', round, file, ...r });
     await sleep(300);  // let the unit's cleanup finish before the next run
   }
@@ -314,35 +330,58 @@ async function scale() {
 
 // ---------------------------------------------------------------- stream ----
 
+// The sessions are started first, at most BENCH_START_CONCURRENCY at a time
+// (the supervisor refuses more than 16 pending handshakes: too_many_handshakes),
+// each waiting on its terminal for one line; then one line goes to all of
+// them and they stream at once. Measured from that line to the last exit.
 async function stream() {
   const levels = (process.env.BENCH_STREAM_LEVELS || '1,10,50').split(',').map(Number);
   const file = process.env.BENCH_STREAM_FILE;
+  const inFlightMax = Number(process.env.BENCH_START_CONCURRENCY || 8);
   for (const n of levels) {
+    const sessions = [];
+    const startErrors = [];
+    let bytes = 0;
+    let inFlight = 0;
+    const startOne = () => new Promise((resolve) => {
+      const p = pty.spawn('sh', ['-c', `read go; exec cat ${file}`], { cwd: '/', encoding: null });
+      const s = { p, exit: new Promise((r) => p.onExit(r)) };
+      p.onData((b) => { if (s.go) bytes += b.length; });
+      p.onStarted(() => { sessions.push(s); resolve(); });
+      p.onExit((e) => { if (!sessions.includes(s)) { startErrors.push(e.error ? e.error.code : `exit ${e.exitCode}`); resolve(); } });
+    });
+    const starts = [];
+    for (let i = 0; i < n; i++) {
+      while (inFlight >= inFlightMax) await sleep(5);
+      inFlight++;
+      starts.push(startOne().then(() => { inFlight--; }));
+    }
+    await Promise.all(starts);
+    await sleep(500);  // the echo of nothing yet; let the units settle
     const before = supStatus();
     const cpu0 = supCpu();
     const times0 = supTimes();
+    const ccpu0 = containerCpu();
     const ncpu = process.cpuUsage();
     let peak = before ? before.VmRSS : 0;
     const sampler = setInterval(() => {
-      const s = supStatus();
-      if (s && s.VmRSS > peak) peak = s.VmRSS;
+      const st = supStatus();
+      if (st && st.VmRSS > peak) peak = st.VmRSS;
     }, 50);
     const t0 = now();
-    let bytes = 0;
-    const results = await Promise.all(Array.from({ length: n }, () => new Promise((resolve) => {
-      const p = pty.spawn('cat', [file], { cwd: '/', encoding: null });
-      p.onData((b) => { bytes += b.length; });
-      p.onExit((e) => resolve(e));
-    })));
+    for (const s of sessions) { s.go = true; s.p.write('\r'); }
+    const results = await Promise.all(sessions.map((s) => s.exit));
     const wall = now() - t0;
     clearInterval(sampler);
     const after = supStatus();
     const cpu1 = supCpu();
+    const ccpu1 = containerCpu();
     emit({
-      kind: 'stream', sessions: n, file, bytes, wall_ms: wall,
+      kind: 'stream', sessions: n, started: sessions.length, start_errors: startErrors, file, bytes, wall_ms: wall,
       ok: results.filter((e) => e.exitCode === 0 && !e.error).length,
       errors: results.filter((e) => e.error).map((e) => e.error.code).slice(0, 10),
       sup_cpu_s: cpu0 === null ? null : cpu1 - cpu0, ...timesDelta(times0, supTimes()),
+      container_cpu_s: ccpu0 === null || ccpu1 === null ? null : +(ccpu1 - ccpu0).toFixed(3),
       sup_rss_before_kb: before ? before.VmRSS : null, sup_rss_peak_kb: peak,
       sup_rss_after_kb: after ? after.VmRSS : null, client_cpu_s: nodeCpu(ncpu),
     });

@@ -53,6 +53,20 @@ def run_reader(argv):
     return n, ms(first), ms(last), ms(total), status
 
 
+def container_cpu():
+    """CPU seconds of every process in the container (its cgroup v2 root)."""
+    for path in ("/sys/fs/cgroup/unified/cpu.stat", "/sys/fs/cgroup/cpu.stat"):
+        try:
+            with open(path) as f:
+                for line in f:
+                    k, v = line.split()
+                    if k == "usage_usec":
+                        return int(v) / 1e6
+        except OSError:
+            continue
+    return None
+
+
 def cmd_throughput(out, rnd, path, variants):
     for v in variants:
         if v == "script-py":
@@ -61,9 +75,12 @@ def cmd_throughput(out, rnd, path, variants):
             argv = ["systemd-run", "--wait", "--pty", "-q", "-p", "User=byk", "cat", path]
         else:
             raise SystemExit("unknown variant " + v)
+        c0 = container_cpu()
         n, first, last, total, status = run_reader(argv)
+        c1 = container_cpu()
         emit(out, {"kind": "throughput", "round": rnd, "file": path, "variant": v, "bytes": n,
                    "first_ms": first, "last_ms": last, "total_ms": total,
+                   "container_cpu_s": None if c0 is None or c1 is None else round(c1 - c0, 3),
                    "exit": {"code": status, "signal": None, "error": None}})
         time.sleep(0.3)
 

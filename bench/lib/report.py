@@ -58,7 +58,8 @@ def throughput_summary(recs, env):
         v = r["variant"]
         d = out["variants"].setdefault(v, {"runs": 0, "complete": 0, "errors": [], "total_ms": [],
                                            "transfer_ms": [], "sup_cpu_s": [], "client_cpu_s": [],
-                                           "sup_user_s": [], "sup_sys_s": [], "sup_wakeups": []})
+                                           "sup_user_s": [], "sup_sys_s": [], "sup_wakeups": [],
+                                           "container_cpu_s": []})
         d["runs"] += 1
         ok = r.get("bytes") == expected and r.get("first_ms") is not None and (r.get("exit") or {}).get("error") is None
         # node-pty reports the exit and closes the master before the last
@@ -79,7 +80,7 @@ def throughput_summary(recs, env):
             d["sup_cpu_s"].append(r["sup_cpu_s"])
         if r.get("client_cpu_s") is not None:
             d["client_cpu_s"].append(r["client_cpu_s"])
-        for k in ("sup_user_s", "sup_sys_s", "sup_wakeups"):
+        for k in ("sup_user_s", "sup_sys_s", "sup_wakeups", "container_cpu_s"):
             if r.get(k) is not None:
                 d[k].append(r[k])
         per_round.setdefault(r["round"], {})[v] = (r["total_ms"], transfer)
@@ -92,6 +93,8 @@ def throughput_summary(recs, env):
         if d["sup_user_s"]:
             d["sup_user_ms_per_mib"] = r3(med(d["sup_user_s"]) * 1000 / size_mib, 2)
             d["sup_sys_ms_per_mib"] = r3(med(d["sup_sys_s"]) * 1000 / size_mib, 2)
+        if d["container_cpu_s"]:
+            d["container_cpu_ms_per_mib"] = r3(med(d["container_cpu_s"]) * 1000 / size_mib, 2)
         if d["sup_wakeups"]:
             d["sup_wakeups_per_mib"] = r3(med(d["sup_wakeups"]) / size_mib, 1)
 
@@ -101,7 +104,8 @@ def throughput_summary(recs, env):
             return None
         paired = [ratio(x[base][1], x[other][1]) for x in per_round.values() if base in x and other in x]
         paired_total = [ratio(x[base][0], x[other][0]) for x in per_round.values() if base in x and other in x]
-        return {"baseline": base, "variant": other,
+        cpu = ratio(b.get("container_cpu_ms_per_mib"), o.get("container_cpu_ms_per_mib"))
+        return {"baseline": base, "variant": other, "ratio_cpu_cost": r3(cpu),
                 "ratio_transfer": r3(ratio(b["median_transfer_ms"], o["median_transfer_ms"])),
                 "ratio_total": r3(ratio(b["median_total_ms"], o["median_total_ms"])),
                 "ratio_transfer_paired_median": r3(med(paired)),
@@ -172,6 +176,8 @@ def scale_summary(recs, env):
     gone = [r for r in recs if r.get("kind") == "scale_gone"]
     if gone:
         out["all_units_gone_after_close_s"] = gone[0]["seconds"]
+    out["leftover_units"] = [r for r in recs if r.get("kind") == "leftover_units"]
+    out["bus_health"] = [r for r in recs if r.get("kind") == "bus_health"]
     for lab in ("after-throughput", "before-scale", "after-scale", "after-stream"):
         if lab in samples:
             out[lab] = mem(samples[lab])
@@ -209,7 +215,10 @@ def scale_summary(recs, env):
             payload = s["sessions"] * mib
             out["stream"].append({
                 "sessions": s["sessions"], "ok": s["ok"], "errors": s["errors"], "payload_mib": payload,
-                "bytes": s["bytes"], "complete": s["bytes"] == s["sessions"] * (mib * MIB + mib * MIB // 100),
+                "bytes": s["bytes"], "started": s.get("started"), "start_errors": s.get("start_errors"),
+                # each session also echoes the line that set it off ("\r\n")
+                "complete": s["bytes"] == s["sessions"] * (mib * MIB + mib * MIB // 100 + 2),
+                "container_cpu_ms_per_mib": r3(s["container_cpu_s"] * 1000 / payload, 2) if s.get("container_cpu_s") is not None else None,
                 "wall_s": r3(s["wall_ms"] / 1000, 2),
                 "aggregate_mib_per_s": r3(payload / (s["wall_ms"] / 1000), 1),
                 "sup_cpu_ms_per_mib": r3(s["sup_cpu_s"] * 1000 / payload, 2) if s["sup_cpu_s"] is not None else None,
@@ -283,8 +292,8 @@ def markdown(s, cmd):
         def tv(name):
             d = v.get(name) or {}
             lost = d.get("lost_tail_bytes")
-            return "%s MiB/s (%d/%d runs complete%s; median %s s transfer, %s s spawn→exit)" % (
-                fmt(d.get("mib_per_s")), d.get("complete", 0), d.get("runs", 0),
+            return "%s MiB/s, %s ms CPU/MiB (%d/%d runs complete%s; median %s s transfer, %s s spawn→exit)" % (
+                fmt(d.get("mib_per_s")), fmt(d.get("container_cpu_ms_per_mib"), "", 1), d.get("complete", 0), d.get("runs", 0),
                 "; %d lost the last %s bytes" % (len(lost), "/".join(str(x) for x in lost)) if lost else "",
                 fmt((d.get("median_transfer_ms") or 0) / 1000, "", 2) if d.get("median_transfer_ms") else "n/a",
                 fmt((d.get("median_total_ms") or 0) / 1000, "", 2) if d.get("median_total_ms") else "n/a")
@@ -294,11 +303,11 @@ def markdown(s, cmd):
                  "sdrun-pty": "systemd-run --wait --pty, stdout a pipe read by Python",
                  "script-py": "bare script, stdout a pipe read by Python"}
         for rt in t["ratios"]:
-            L.append("| throughput %d MiB: %s | %s | %s: %s | **%s×** transfer (paired %s×); %s× spawn→exit | %s |" % (
+            L.append("| throughput %d MiB: %s | %s | %s: %s | **%s×** transfer (paired %s×); %s× spawn→exit; **%s×** CPU cost | %s |" % (
                 t["file_mib"], names.get(rt["variant"], rt["variant"]), tv(rt["variant"]),
                 names.get(rt["baseline"], rt["baseline"]), tv(rt["baseline"]),
                 fmt(rt["ratio_transfer"], "", 3), fmt(rt["ratio_transfer_paired_median"], "", 3),
-                fmt(rt["ratio_total"], "", 3), run))
+                fmt(rt["ratio_total"], "", 3), fmt(rt.get("ratio_cpu_cost"), "", 3), run))
         st = v.get("stack", {})
         L.append("| supervisor CPU per MiB pumped (1 stream) | %s ms/MiB (user %s, system %s); %s loop wakeups/MiB; Node client %s ms/MiB (bare-script reader %s) | — | — | %s |" % (
             fmt(st.get("sup_cpu_ms_per_mib"), "", 2), fmt(st.get("sup_user_ms_per_mib"), "", 2), fmt(st.get("sup_sys_ms_per_mib"), "", 2),
@@ -342,9 +351,17 @@ def markdown(s, cmd):
             fmt(lv_.get("anon_per_session_kb"), "", 1), fmt(lv_.get("pss_per_session_kb"), "", 1),
             fmt(lv_.get("fds_per_session"), "", 2), fmt(lv_.get("sup_cpu_ms_per_started_session"), "", 2),
             fmt(lv_.get("sup_cpu_idle_pct"), "", 2), run))
+    for bh in sc.get("bus_health", []):
+        left = [x for x in sc.get("leftover_units", []) if x["after"] == bh["after"]]
+        c = bh["counts"]
+        L.append("| bus limits during the %s phase (journal) | dbus-daemon refused systemd's match rules %d× (max_match_rules_per_connection), the supervisor's pending replies %d× (max_replies_per_connection); systemd re-activated on the bus %d×; supervisor: %d units not proven gone, %d sessions failed, %d connections refused; session units left running after the application closed every session: **%s** | — | — | %s |" % (
+            bh["after"], c.get("max_match_rules_per_connection", 0), c.get("max_replies_per_connection", 0),
+            c.get("Successfully activated service 'org.freedesktop.systemd1'", 0), c.get("not proven gone", 0),
+            c.get("session failed", 0), c.get("connection refused", 0), left[0]["units"] if left else "n/a", run))
     for st in sc.get("stream", []):
-        L.append("| %d concurrent streaming sessions (%d MiB each) | supervisor **%s ms CPU/MiB**; %s MiB/s aggregate; peak RSS %s KiB (%s KiB/streaming session); %d/%d ok | 1 stream in the same run | — | %s |" % (
+        L.append("| %d concurrent streaming sessions (%d MiB each) | supervisor **%s ms CPU/MiB**; whole container %s ms CPU/MiB; %s MiB/s aggregate; peak RSS %s KiB (%s KiB/streaming session); %d/%d ok | 1 stream in the same run | — | %s |" % (
             st["sessions"], st["payload_mib"] // st["sessions"], fmt(st["sup_cpu_ms_per_mib"], "", 2),
+            fmt(st.get("container_cpu_ms_per_mib"), "", 1),
             fmt(st["aggregate_mib_per_s"]), st["sup_rss_peak_kb"], fmt(st["rss_per_streaming_session_kb"]),
             st["ok"], st["sessions"], run))
     sy = s.get("syscalls")
