@@ -248,7 +248,6 @@ while len(b) < 8 or len(b) < 8 + struct.unpack(">I", b[4:8])[0]:
     b += c
 print(b[8:].decode(errors="replace"))' "$SOCK"
 }
-check_quiet() { "$@" >/dev/null 2>&1; }
 systemctl start opencode-pty-supervisor.socket
 st_sock=$(systemctl is-active opencode-pty-supervisor.socket) st_before=$(systemctl is-active $SUP) pid_before=$(sup_pid)
 env1=$(connect_byk 2>&1)
