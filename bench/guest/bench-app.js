@@ -275,7 +275,7 @@ async function waitFile(path, ms) {
 }
 
 async function scale() {
-  const levels = (process.env.BENCH_LEVELS || '100,500,1000').split(',').map(Number);
+  const levels = (process.env.BENCH_LEVELS || '100,200,256').split(',').map(Number);
   const argv = (process.env.BENCH_SCALE_CMD || 'sleep infinity').split(' ');
   const inFlightMax = Number(process.env.BENCH_START_CONCURRENCY || 8);
   const live = [];
