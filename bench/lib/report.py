@@ -264,13 +264,34 @@ def profile_summary(path, recs):
             total = int(m.group(1).replace(",", ""))
             continue
         m = re.match(r"^\s*([\d,]+)\s+\(\s*([\d.]+)%\)\s+(\S.*)$", line)
-        if m and len(fns[part]) < 25:
+        if m and len(fns[part]) < 200:
             fns[part].append({"ir": int(m.group(1).replace(",", "")), "pct": float(m.group(2)), "fn": m.group(3).strip()})
     run = [r for r in recs if r.get("profile") == "callgrind" and r.get("kind") == "throughput"]
     pumped = run[0]["bytes"] if run else None
+    def short(fn):
+        # "???:opencode::daemon::Pump::ReadPty() [/usr/...]" -> "Pump::ReadPty"
+        fn = re.sub(r"\s*\[[^\]]*\]$", "", fn.split(":", 1)[1] if fn.startswith("???:") else fn)
+        depth, out = 0, ""
+        for ch in fn:  # drop template and parameter lists
+            if ch in "<(":
+                depth += 1
+            elif ch in ">)":
+                depth -= 1
+            elif depth == 0:
+                out += ch
+        out = out.replace("opencode::daemon::", "").replace("(anonymous namespace)::", "").replace("[abi:cxx11]", "")
+        return out.lstrip(":").strip()
+    own = [dict(f, fn=short(f["fn"])) for f in fns["inclusive"]
+           if "opencode::daemon::" in f["fn"] and "_M_invoke" not in f["fn"] and "_Rb_tree" not in f["fn"]]
+    seen, top_own = set(), []
+    for f in own:
+        if f["fn"] not in seen:
+            seen.add(f["fn"])
+            top_own.append(f)
     return {"tool": "valgrind --tool=callgrind (instructions: Ir)", "total_ir": total,
+            "top_supervisor_inclusive": top_own[:15],
             "bytes_pumped": pumped, "ir_per_output_byte": r3(ratio(total, pumped), 2),
-            "top_exclusive": fns["exclusive"], "top_inclusive": fns["inclusive"],
+            "top_exclusive": fns["exclusive"][:25], "top_inclusive": fns["inclusive"][:25],
             "profile_run": run[0] if run else None}
 
 
@@ -371,9 +392,9 @@ def markdown(s, cmd):
             ", ".join("%s %s" % (k, fmt(v, "", 0)) for k, v in sy["mean_bytes"].items()), run))
     p = s.get("profile")
     if p and p.get("total_ir"):
-        top = ", ".join("%s %.1f%%" % (f["fn"], f["pct"]) for f in p["top_exclusive"][:5])
-        L.append("| profile (callgrind, %s MiB through the stack) | %s Ir/output byte; top: %s | — | — | %s |" % (
-            (p.get("profile_run") or {}).get("file", "?").rsplit("-", 1)[-1], fmt(p["ir_per_output_byte"], "", 1), top, run))
+        top = ", ".join("%s %.1f%%" % (f["fn"], f["pct"]) for f in p["top_supervisor_inclusive"][:8])
+        L.append("| profile (callgrind, one %s session through the stack) | %s Ir/output byte in the supervisor; its own functions, inclusive: %s | — | — | %s |" % (
+            (p.get("profile_run") or {}).get("file", "?").rsplit("-", 1)[-1].replace("M", " MiB"), fmt(p["ir_per_output_byte"], "", 1), top, run))
     return "\n".join(L)
 
 
