@@ -56,7 +56,8 @@ function supTimes() {
     const stat = fs.readFileSync(`/proc/${SUP}/stat`, 'utf8');
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     const m = /voluntary_ctxt_switches:\s+(\d+)/.exec(fs.readFileSync(`/proc/${SUP}/status`, 'utf8'));
-    return { user: Number(f[11]) / CLK_TCK, sys: Number(f[12]) / CLK_TCK, wakeups: m ? Number(m[1]) : null };
+    return { user: Number(f[11]) / CLK_TCK, sys: Number(f[12]) / CLK_TCK, wakeups: m ? Number(m[1]) : null,
+      minflt: Number(f[7]) };
   } catch {
     return null;
   }
@@ -65,7 +66,7 @@ function supTimes() {
 function timesDelta(a, b) {
   if (a === null || b === null) return {};
   return { sup_user_s: +(b.user - a.user).toFixed(2), sup_sys_s: +(b.sys - a.sys).toFixed(2),
-    sup_wakeups: b.wakeups === null ? null : b.wakeups - a.wakeups };
+    sup_wakeups: b.wakeups === null ? null : b.wakeups - a.wakeups, sup_minflt: b.minflt - a.minflt };
 }
 
 function supStatus() {

@@ -59,7 +59,7 @@ def throughput_summary(recs, env):
         d = out["variants"].setdefault(v, {"runs": 0, "complete": 0, "errors": [], "total_ms": [],
                                            "transfer_ms": [], "sup_cpu_s": [], "client_cpu_s": [],
                                            "sup_user_s": [], "sup_sys_s": [], "sup_wakeups": [],
-                                           "container_cpu_s": []})
+                                           "container_cpu_s": [], "sup_minflt": []})
         d["runs"] += 1
         ok = r.get("bytes") == expected and r.get("first_ms") is not None and (r.get("exit") or {}).get("error") is None
         # node-pty reports the exit and closes the master before the last
@@ -80,7 +80,7 @@ def throughput_summary(recs, env):
             d["sup_cpu_s"].append(r["sup_cpu_s"])
         if r.get("client_cpu_s") is not None:
             d["client_cpu_s"].append(r["client_cpu_s"])
-        for k in ("sup_user_s", "sup_sys_s", "sup_wakeups", "container_cpu_s"):
+        for k in ("sup_user_s", "sup_sys_s", "sup_wakeups", "container_cpu_s", "sup_minflt"):
             if r.get(k) is not None:
                 d[k].append(r[k])
         per_round.setdefault(r["round"], {})[v] = (r["total_ms"], transfer)
@@ -97,6 +97,8 @@ def throughput_summary(recs, env):
             d["container_cpu_ms_per_mib"] = r3(med(d["container_cpu_s"]) * 1000 / size_mib, 2)
         if d["sup_wakeups"]:
             d["sup_wakeups_per_mib"] = r3(med(d["sup_wakeups"]) / size_mib, 1)
+        if d["sup_minflt"]:
+            d["sup_minor_faults_per_mib"] = r3(med(d["sup_minflt"]) / size_mib, 1)
 
     def cmp(base, other):
         b, o = out["variants"].get(base), out["variants"].get(other)
@@ -330,9 +332,9 @@ def markdown(s, cmd):
                 fmt(rt["ratio_transfer"], "", 3), fmt(rt["ratio_transfer_paired_median"], "", 3),
                 fmt(rt["ratio_total"], "", 3), fmt(rt.get("ratio_cpu_cost"), "", 3), run))
         st = v.get("stack", {})
-        L.append("| supervisor CPU per MiB pumped (1 stream) | %s ms/MiB (user %s, system %s); %s loop wakeups/MiB; Node client %s ms/MiB (bare-script reader %s) | — | — | %s |" % (
+        L.append("| supervisor CPU per MiB pumped (1 stream) | %s ms/MiB (user %s, system %s); %s loop wakeups/MiB; %s minor page faults/MiB; Node client %s ms/MiB (bare-script reader %s) | — | — | %s |" % (
             fmt(st.get("sup_cpu_ms_per_mib"), "", 2), fmt(st.get("sup_user_ms_per_mib"), "", 2), fmt(st.get("sup_sys_ms_per_mib"), "", 2),
-            fmt(st.get("sup_wakeups_per_mib"), "", 0), fmt(st.get("client_cpu_ms_per_mib"), "", 2),
+            fmt(st.get("sup_wakeups_per_mib"), "", 0), fmt(st.get("sup_minor_faults_per_mib"), "", 0), fmt(st.get("client_cpu_ms_per_mib"), "", 2),
             fmt(v.get("script", {}).get("client_cpu_ms_per_mib"), "", 2), run))
     la = s.get("latency")
     if la:
