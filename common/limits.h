@@ -67,14 +67,14 @@ inline constexpr size_t kEnvelopeQueueBytes = 4 * (kFrameHeaderBytes + kMaxEnvel
 inline constexpr size_t kSessionMemoryCap =
     kOutputQueueBytes + kInputQueueBytes + kEnvelopeQueueBytes +
     kFrameHeaderBytes + kMaxStartPayload;
-// 256 concurrent PTYs. systemd is the scarce resource, not the supervisor:
-// every unit started with AddRef=yes makes systemd watch our bus name with one
-// match rule, and dbus-daemon's system bus allows a connection 512 match rules
-// (max_match_rules_per_connection); measured in the bookworm container, at
-// ~500 sessions systemd crossed it and was disconnected from the bus. 256
-// leaves systemd half of its budget for its own matches and for other AddRef
-// users (systemd-run --wait).
-inline constexpr size_t kMaxSessions = 256;
+// 128 concurrent PTYs. systemd is the scarce resource, not the supervisor:
+// dbus-daemon's system bus allows systemd's connection 512 match rules
+// (max_match_rules_per_connection), and each session costs systemd one for
+// AddRef=yes plus one for its stop job while a mass disconnect stops them all.
+// Measured in the bookworm container: ~500 live sessions, and 256 sessions
+// closed at once, both pushed systemd off the bus; 200 did not. 128 keeps the
+// worst case (256 rules) at half of systemd's budget.
+inline constexpr size_t kMaxSessions = 128;
 // Connections that have not finished authentication + start frame. A small
 // number bounds what an unauthenticated (or slow) peer can make us hold.
 inline constexpr size_t kMaxPendingHandshakes = 16;

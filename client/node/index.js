@@ -34,7 +34,7 @@ const limits = Object.freeze({
   defaultRows: 24,
   // The supervisor's admission caps (error codes too_many_sessions and
   // too_many_handshakes); the module does not enforce them.
-  maxSessions: 256,
+  maxSessions: 128,
   maxPendingHandshakes: 16,
   // Output held for the application while it has no data listener or is
   // paused. When reached, the socket is no longer read, so the supervisor's

@@ -8,7 +8,7 @@
 # and of root, the supervisor's descriptors before and after, leftovers).
 # vm-tests/node/run-smoke repeats it (ctest vm.node-smoke.bookworm: 10 runs).
 # --unit-tests also runs the module's node:test suite on the rootfs's Node;
-# --session-cap adds the case that starts kMaxSessions (256) real sessions
+# --session-cap adds the case that starts kMaxSessions (128) real sessions
 # (about a minute and a half; run-smoke does it in the first run only).
 . /vm-tests/lib/check.sh
 . /tests/common.sh
