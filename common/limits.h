@@ -119,6 +119,12 @@ inline constexpr uint64_t kTerminalFlushDeadlineUsec = 10ULL * 1000 * 1000;
 // reapers run in parallel, so the cleanup deadline plus margin, well inside
 // the supervisor unit's TimeoutStopSec=30s.
 inline constexpr uint64_t kShutdownDeadlineUsec = kCleanupDeadlineUsec + 5ULL * 1000 * 1000;
+// A unit not proven gone within kCleanupDeadlineUsec (systemd busy, away from
+// the bus, or a stop that hangs) stays on the supervisor's retry list and is
+// stopped and proven again this often, and at once when systemd reappears on
+// the bus. Each retry costs one UnrefUnit, one StopUnit and a few GetUnit
+// calls per listed unit; listed units count against kMaxSessions.
+inline constexpr uint64_t kUnprovenRetryIntervalUsec = 10ULL * 1000 * 1000;
 // Connections accepted per listener wakeup, so a burst of connects cannot
 // delay running sessions' pumping by more than this many admissions.
 inline constexpr size_t kAcceptBurst = 16;

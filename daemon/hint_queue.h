@@ -19,6 +19,10 @@ class HintQueue {
   // Adds `unit` unless it is already queued; sets the overflow flag if full.
   void Push(std::string_view unit);
 
+  // Marks the queue as if it had overflowed: the consumer re-queries every
+  // unit it waits for (used when systemd itself reappeared on the bus).
+  void RequeryAll() noexcept { overflowed_ = true; }
+
   // Takes everything queued (in arrival order) and the overflow flag.
   struct Batch {
     std::vector<std::string> units;

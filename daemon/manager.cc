@@ -29,7 +29,7 @@ Manager::Manager(sd_event* event, UniqueFd listen_socket)
 Manager::~Manager() {
   finished_.clear();
   sessions_.clear();
-  recovery_.clear();
+  reapers_.clear();
   list_call_.reset();
 }
 
@@ -52,6 +52,10 @@ absl::Status Manager::Start() {
     // Without signals the poll tick still finds every state change.
     Log(LOG_WARNING, absl::StrCat("cannot subscribe to systemd signals: ", st.message()));
   }));
+  tracker_.SetOnSystemdAppeared([this] {
+    Log(LOG_NOTICE, "systemd appeared on the bus: re-subscribed, re-querying every unit");
+    RetryUnproven();
+  });
   return StartCommon();
 }
 
@@ -86,6 +90,11 @@ absl::Status Manager::StartCommon() {
   defer_.reset(s);
   sd_event_source_set_priority(s, kReapPriority);
   sd_event_source_set_enabled(s, SD_EVENT_OFF);
+  r = sd_event_add_time_relative(event_, &s, CLOCK_MONOTONIC, limits::kUnprovenRetryIntervalUsec,
+                                 0, &Manager::OnRetryTimer, this);
+  if (r < 0) return SdError(r, "sd_event_add_time(retry)");
+  retry_timer_.reset(s);
+  sd_event_source_set_enabled(s, SD_EVENT_OFF);
 
   sd_notify(0, "STATUS=recovering leftover PTY units");
   ASSIGN_OR_RETURN(list_call_,
@@ -107,26 +116,71 @@ absl::Status Manager::StartCommon() {
 void Manager::Recover(std::vector<std::string> units) noexcept {
   for (const std::string& unit : units) {
     Log(LOG_NOTICE, UnitFields(unit), "stopping leftover PTY unit of an earlier process");
-    auto reaper = std::make_unique<Reaper>(systemd_.get(), &tracker_, event_, unit,
-                                           [this, unit](absl::Status st) { OnRecovered(unit, st); });
-    Reaper* raw = reaper.get();
-    recovery_.emplace(unit, std::move(reaper));
-    if (absl::Status st = raw->Start(); !st.ok()) OnRecovered(unit, st);
+    Reap(unit, /*retry=*/false);
   }
-  if (recovery_.empty()) BecomeReady();
+  if (reapers_.empty()) BecomeReady();
 }
 
-void Manager::OnRecovered(const std::string& unit, absl::Status status) noexcept {
-  if (status.ok())
-    Log(LOG_INFO, UnitFields(unit), "leftover PTY unit proven gone");
-  else
-    Log(LOG_ERR, UnitFields(unit),
-        absl::StrCat("leftover PTY unit not proven gone: ", status.message()));
+void Manager::Reap(const std::string& unit, bool retry) noexcept {
+  if (reapers_.contains(unit)) return;  // one attempt at a time
+  auto reaper = std::make_unique<Reaper>(
+      systemd_.get(), &tracker_, event_, unit,
+      [this, unit, retry](absl::Status st) { OnReaped(unit, retry, std::move(st)); });
+  Reaper* raw = reaper.get();
+  reapers_.emplace(unit, std::move(reaper));
+  if (absl::Status st = raw->Start(); !st.ok()) OnReaped(unit, retry, st);
+}
+
+void Manager::OnReaped(const std::string& unit, bool retry, absl::Status status) noexcept {
   // A Reaper may be destroyed from its own completion callback (it touches
-  // nothing after calling it); `unit` is the callback's own copy.
+  // nothing after calling it); copy the name before erasing it.
   std::string name = unit;
-  recovery_.erase(name);
-  if (recovery_.empty() && !ready_) BecomeReady();
+  if (status.ok()) {
+    Log(LOG_INFO, UnitFields(name),
+        retry ? "PTY unit on the retry list proven gone" : "leftover PTY unit proven gone");
+    unproven_.erase(name);
+  } else {
+    Log(LOG_ERR, UnitFields(name),
+        absl::StrCat(retry ? "PTY unit on the retry list" : "leftover PTY unit",
+                     " still not proven gone: ", status.message()));
+    KeepUnproven(name);
+  }
+  reapers_.erase(name);
+  if (reapers_.empty() && !ready_) BecomeReady();
+  ScheduleHousekeeping();
+}
+
+void Manager::KeepUnproven(const std::string& unit) noexcept {
+  if (unproven_.insert(unit).second)
+    Log(LOG_WARNING, UnitFields(unit),
+        absl::StrCat("PTY unit kept on the retry list (", unproven_.size(), " listed)"));
+  ArmRetry();
+}
+
+void Manager::ArmRetry() noexcept {
+  if (!retry_timer_ || unproven_.empty() || shutting_down_) return;
+  int enabled = SD_EVENT_OFF;
+  sd_event_source_get_enabled(retry_timer_.get(), &enabled);
+  if (enabled != SD_EVENT_OFF) return;
+  uint64_t now = 0;
+  sd_event_now(event_, CLOCK_MONOTONIC, &now);
+  sd_event_source_set_time(retry_timer_.get(), now + limits::kUnprovenRetryIntervalUsec);
+  sd_event_source_set_enabled(retry_timer_.get(), SD_EVENT_ONESHOT);
+}
+
+int Manager::OnRetryTimer(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {
+  static_cast<Manager*>(userdata)->RetryUnproven();
+  return 0;
+}
+
+void Manager::RetryUnproven() noexcept {
+  if (!ready_ || shutting_down_) return;
+  // Reap() may finish synchronously and edit the list: iterate over a copy.
+  std::vector<std::string> units(unproven_.begin(), unproven_.end());
+  for (const std::string& unit : units) {
+    Log(LOG_NOTICE, UnitFields(unit), "retrying: stopping PTY unit on the retry list");
+    Reap(unit, /*retry=*/true);
+  }
 }
 
 void Manager::BecomeReady() noexcept {
@@ -162,6 +216,7 @@ void Manager::OnSessionChanged(Session* /*s*/) noexcept { ScheduleHousekeeping()
 void Manager::OnSessionFinished(Session* s) noexcept {
   auto it = sessions_.find(s);
   if (it == sessions_.end()) return;
+  if (s->unit_unproven()) KeepUnproven(s->unit());
   finished_.push_back(std::move(it->second));
   sessions_.erase(it);
   ScheduleHousekeeping();
@@ -188,6 +243,8 @@ void Manager::Housekeeping() noexcept {
 void Manager::UpdateStatus() noexcept {
   std::string status = absl::StrCat(shutting_down_ ? "stopping: " : "", sessions_.size(),
                                     " sessions, ", HandshakeCount(), " handshakes");
+  if (!unproven_.empty())
+    absl::StrAppend(&status, ", ", unproven_.size(), " units not proven gone (retrying)");
   if (status == last_status_) return;
   last_status_ = status;
   sd_notify(0, absl::StrCat("STATUS=", status).c_str());
@@ -209,6 +266,11 @@ void Manager::Shutdown() noexcept {
   if (sd_event_add_time_relative(event_, &s, CLOCK_MONOTONIC, limits::kShutdownDeadlineUsec, 0,
                                  &Manager::OnShutdownDeadline, this) >= 0)
     shutdown_deadline_.reset(s);
+  retry_timer_.reset();
+  if (!unproven_.empty())
+    Log(LOG_WARNING, absl::StrCat(unproven_.size(),
+                                  " PTY units still not proven gone at exit "
+                                  "(the next start recovers them)"));
   std::vector<Session*> all;
   for (const auto& [ptr, session] : sessions_) all.push_back(ptr);
   for (Session* session : all) session->Terminate();

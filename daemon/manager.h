@@ -5,7 +5,10 @@
 // (or its bound was hit and logged); sessions are destroyed only from a
 // deferred source, never inside their own callbacks; at shutdown nothing new
 // is accepted and the process exits only when every session's unit is proven
-// gone or the shutdown bound passed.
+// gone or the shutdown bound passed. A unit that was not proven gone within
+// its bound is never forgotten: it stays on the retry list (and counts against
+// kMaxSessions) until a later attempt proves it gone; attempts run every
+// kUnprovenRetryIntervalUsec and at once when systemd reappears on the bus.
 #pragma once
 
 #include <systemd/sd-bus.h>
@@ -13,6 +16,8 @@
 
 #include <map>
 #include <memory>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,10 +44,17 @@ class Manager final : public Listener::Delegate, public SessionObserver {
   absl::Status StartWith(std::unique_ptr<SystemdApi> systemd,
                          std::unique_ptr<Authenticator> authenticator);
 
-  // Listener::Delegate
-  size_t SessionCount() const noexcept override { return sessions_.size(); }
+  // Listener::Delegate. Units on the retry list hold a slot like sessions:
+  // the cap bounds PTY units that may still exist, not only connections.
+  size_t SessionCount() const noexcept override { return sessions_.size() + unproven_.size(); }
   size_t HandshakeCount() const noexcept override;
   void OnConnection(UniqueFd conn) noexcept override;
+
+  // Units not (yet) proven gone, retried until they are.
+  const std::set<std::string>& unproven() const noexcept { return unproven_; }
+  // Starts a new stop-and-prove attempt for every listed unit that has none
+  // running (the retry timer; systemd reappearing on the bus; tests).
+  void RetryUnproven() noexcept;
 
   // SessionObserver
   void OnSessionChanged(Session* s) noexcept override;
@@ -53,8 +65,13 @@ class Manager final : public Listener::Delegate, public SessionObserver {
   static int OnDefer(sd_event_source* s, void* userdata) noexcept;
   static int OnShutdownDeadline(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
   absl::Status StartCommon();
+  static int OnRetryTimer(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
   void Recover(std::vector<std::string> units) noexcept;
-  void OnRecovered(const std::string& unit, absl::Status status) noexcept;
+  // Stops `unit` and proves it gone; `retry`: it is on the retry list.
+  void Reap(const std::string& unit, bool retry) noexcept;
+  void OnReaped(const std::string& unit, bool retry, absl::Status status) noexcept;
+  void KeepUnproven(const std::string& unit) noexcept;
+  void ArmRetry() noexcept;
   void BecomeReady() noexcept;
   void Shutdown() noexcept;
   void ScheduleHousekeeping() noexcept;
@@ -71,10 +88,12 @@ class Manager final : public Listener::Delegate, public SessionObserver {
 
   std::map<Session*, std::unique_ptr<Session>> sessions_;
   std::vector<std::unique_ptr<Session>> finished_;
-  std::map<std::string, std::unique_ptr<Reaper>> recovery_;
+  // Start-up recovery and retries: one Reaper per unit at a time.
+  std::map<std::string, std::unique_ptr<Reaper>> reapers_;
+  std::set<std::string> unproven_;
   Pending list_call_;
 
-  EventSourcePtr sigterm_, sigint_, defer_, shutdown_deadline_;
+  EventSourcePtr sigterm_, sigint_, defer_, shutdown_deadline_, retry_timer_;
   bool ready_ = false;
   bool shutting_down_ = false;
   std::string last_status_;

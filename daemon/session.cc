@@ -373,6 +373,7 @@ void Session::BeginReap() noexcept {
 
 void Session::OnReaped(absl::Status status) noexcept {
   reap_done_ = true;
+  unit_proven_gone_ = status.ok();
   if (status.ok())
     Log(LOG_INFO, Fields(), "PTY unit proven gone");
   else

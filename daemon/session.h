@@ -74,6 +74,9 @@ class Session final : private Pump::Delegate {
   }
   const std::string& id() const noexcept { return id_; }
   const std::string& unit() const noexcept { return unit_; }
+  // A finished session whose unit was requested but not proven gone within
+  // the cleanup bound: the Manager keeps the unit on its retry list.
+  bool unit_unproven() const noexcept { return unit_requested_ && !unit_proven_gone_; }
   size_t MemoryBytes() const noexcept;
   const Pump* pump() const noexcept { return pump_.get(); }
 
@@ -136,6 +139,7 @@ class Session final : private Pump::Delegate {
   bool stop_requested_ = false;
   std::unique_ptr<Reaper> reaper_;
   bool reap_done_ = false;
+  bool unit_proven_gone_ = false;
 
   std::optional<ExitInfo> exit_;
   bool output_complete_ = false;

@@ -60,10 +60,27 @@ absl::Status UnitTracker::AttachBus(sd_bus* bus, std::function<void(absl::Status
                              &UnitTracker::OnMatch, &UnitTracker::OnMatchInstalled, this);
   if (r < 0) return SdError(r, "match PropertiesChanged");
   properties_match_.reset(slot);
-  // systemd emits unit signals on the system bus only while someone is
-  // subscribed.
-  ASSIGN_OR_RETURN(MessagePtr m, NewManagerCall(bus, "Subscribe"));
-  ASSIGN_OR_RETURN(subscribe_, CallAsync(bus, m.get(), [this](sd_bus_message* reply) {
+  // systemd (re)appearing on the bus: after a re-exec or after the bus daemon
+  // dropped its connection, systemd no longer knows our subscription, and
+  // answers that failed while it was away may now succeed. Only the bus
+  // daemon can send this signal; it is still only a hint.
+  r = sd_bus_add_match_async(bus, &slot,
+                             "type='signal',sender='org.freedesktop.DBus',"
+                             "path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',"
+                             "member='NameOwnerChanged',arg0='org.freedesktop.systemd1'",
+                             &UnitTracker::OnMatch, &UnitTracker::OnMatchInstalled, this);
+  if (r < 0) return SdError(r, "match NameOwnerChanged");
+  owner_match_.reset(slot);
+  bus_ = bus;
+  return Subscribe();
+}
+
+// systemd emits unit signals on the system bus only while someone is
+// subscribed.
+absl::Status UnitTracker::Subscribe() {
+  if (subscribe_) return absl::OkStatus();  // one in flight is enough
+  ASSIGN_OR_RETURN(MessagePtr m, NewManagerCall(bus_, "Subscribe"));
+  ASSIGN_OR_RETURN(subscribe_, CallAsync(bus_, m.get(), [this](sd_bus_message* reply) {
                      subscribe_.reset();
                      absl::Status st = ReplyStatus(reply);
                      if (!st.ok() && on_error_) on_error_(st);
@@ -136,6 +153,16 @@ void UnitTracker::OnSignal(sd_bus_message* m) noexcept {
     if (path == nullptr || sd_bus_path_decode(path, kUnitPathPrefix, &decoded) <= 0) return;
     unit = decoded;
     free(decoded);
+  } else if (sd_bus_message_is_signal(m, "org.freedesktop.DBus", "NameOwnerChanged") > 0) {
+    const char *name = nullptr, *old_owner = nullptr, *new_owner = nullptr;
+    if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) <= 0) return;
+    if (std::strcmp(name, kSystemdService) != 0 || new_owner[0] == '\0') return;
+    // Coalesced: any number of these costs one Subscribe, one query per
+    // watched unit and one retry of the owner's unproven units.
+    systemd_appeared_ = true;
+    queue_.RequeryAll();
+    if (defer_) sd_event_source_set_enabled(defer_.get(), SD_EVENT_ONESHOT);
+    return;
   } else {
     return;
   }
@@ -152,6 +179,13 @@ int UnitTracker::OnDefer(sd_event_source* /*s*/, void* userdata) noexcept {
 
 void UnitTracker::DispatchHints() noexcept {
   HintQueue::Batch batch = queue_.Take();
+  if (systemd_appeared_) {
+    systemd_appeared_ = false;
+    ++systemd_appearances_;
+    if (bus_ != nullptr)
+      if (absl::Status st = Subscribe(); !st.ok() && on_error_) on_error_(st);
+    if (on_systemd_appeared_) on_systemd_appeared_();
+  }
   if (batch.overflowed) {
     // Lost hints are unknown: every watcher asks again.
     batch.units.clear();
@@ -236,29 +270,38 @@ absl::Status Reaper::Start(bool stop_first) {
     Query();
     return absl::OkStatus();
   }
-  auto pending = api_->StopUnit(unit_, [this](absl::Status st) {
-    call_.reset();
-    // NoSuchUnit: already gone (or never created); the proof below decides.
-    if (!st.ok() && !IsBusError(st, "org.freedesktop.systemd1.NoSuchUnit"))
-      last_error_ = st;
-    Unref();
-  });
-  if (!pending.ok()) {
-    last_error_ = pending.status();
-    Unref();
-    return absl::OkStatus();
-  }
-  call_ = std::move(*pending);
+  Unref();
   return absl::OkStatus();
 }
 
+// UnrefUnit before StopUnit: systemd tracks each unit reference (AddRef) and
+// each job's requester with one match rule on its own bus connection, and the
+// system bus allows it 512. Releasing the reference first keeps a session's
+// cost at one rule while its stop job runs, so a mass disconnect of
+// kMaxSessions sessions never holds 2 x kMaxSessions of systemd's rules.
 void Reaper::Unref() noexcept {
   auto pending = api_->UnrefUnit(unit_, [this](absl::Status st) {
     call_.reset();
     // NotReferenced: a unit of an earlier supervisor process, whose reference
-    // died with its bus connection.
+    // died with its bus connection; NoSuchUnit: already gone.
     if (!st.ok() && !IsBusError(st, "org.freedesktop.systemd1.NoSuchUnit") &&
         !IsBusError(st, "org.freedesktop.systemd1.NotReferenced"))
+      last_error_ = st;
+    Stop();
+  });
+  if (!pending.ok()) {
+    last_error_ = pending.status();
+    Stop();
+    return;
+  }
+  call_ = std::move(*pending);
+}
+
+void Reaper::Stop() noexcept {
+  auto pending = api_->StopUnit(unit_, [this](absl::Status st) {
+    call_.reset();
+    // NoSuchUnit: already gone (or never created); the proof below decides.
+    if (!st.ok() && !IsBusError(st, "org.freedesktop.systemd1.NoSuchUnit"))
       last_error_ = st;
     Query();
   });

@@ -43,7 +43,12 @@ class UnitTracker {
   // Manager.Subscribe and matches for Manager.UnitRemoved / JobRemoved and
   // PropertiesChanged of unit objects from systemd (all asynchronous).
   // `on_error` reports a failed Subscribe or match.
+  // Also matches NameOwnerChanged of org.freedesktop.systemd1: when systemd
+  // (re)appears, Subscribe is sent again, every watched unit is re-queried
+  // and `on_systemd_appeared` (SetOnSystemdAppeared) runs.
   absl::Status AttachBus(sd_bus* bus, std::function<void(absl::Status)> on_error);
+  void SetOnSystemdAppeared(std::function<void()> cb) { on_systemd_appeared_ = std::move(cb); }
+  size_t systemd_appearances() const noexcept { return systemd_appearances_; }
 
   // One watched unit; destroying it unregisters.
   class Watch {
@@ -80,15 +85,20 @@ class UnitTracker {
   static int OnTick(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
   void Remove(const std::string& unit);
   void ArmTick();
+  absl::Status Subscribe();
 
   sd_event* event_;
   HintQueue queue_;
   std::map<std::string, Entry, std::less<>> watched_;
   EventSourcePtr defer_;
   EventSourcePtr tick_;
-  SlotPtr unit_removed_match_, job_removed_match_, properties_match_;
+  SlotPtr unit_removed_match_, job_removed_match_, properties_match_, owner_match_;
+  sd_bus* bus_ = nullptr;
   Pending subscribe_;
   std::function<void(absl::Status)> on_error_;
+  std::function<void()> on_systemd_appeared_;
+  bool systemd_appeared_ = false;
+  size_t systemd_appearances_ = 0;
 };
 
 // Re-queries one unit's properties whenever told to (hint, tick, or the owner's
@@ -116,7 +126,7 @@ class UnitMonitor final : public UnitWatcher {
   size_t queries_ = 0;
 };
 
-// Stops a unit and proves it gone: StopUnit("replace") -> UnrefUnit -> GetUnit
+// Stops a unit and proves it gone: UnrefUnit -> StopUnit("replace") -> GetUnit
 // until org.freedesktop.systemd1.NoSuchUnit, re-asking on hints and ticks, at
 // most kMaxCleanupQueries times and within kCleanupDeadlineUsec.
 class Reaper final : public UnitWatcher {
@@ -125,7 +135,7 @@ class Reaper final : public UnitWatcher {
   using Done = std::function<void(absl::Status)>;
   Reaper(SystemdApi* api, UnitTracker* tracker, sd_event* event, std::string unit, Done done);
 
-  // `stop_first` = false skips StopUnit/UnrefUnit (the unit is known to be
+  // `stop_first` = false skips UnrefUnit/StopUnit (the unit is known to be
   // released already) and only proves.
   absl::Status Start(bool stop_first = true);
   bool gone() const noexcept { return gone_; }
@@ -136,6 +146,7 @@ class Reaper final : public UnitWatcher {
  private:
   static int OnDeadline(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
   void Unref() noexcept;
+  void Stop() noexcept;
   void Query() noexcept;
   void Finish(absl::Status status) noexcept;
 

@@ -2,7 +2,9 @@
 // nothing is accepted before start-up recovery proved every leftover unit
 // gone; SIGTERM ends every session, stops their units and exits 0 once all are
 // proven gone; a unit that cannot be proven gone ends the process after
-// kShutdownDeadlineUsec with a failure status.
+// kShutdownDeadlineUsec with a failure status; a unit not proven gone within
+// its bound stays on the retry list, holds a session slot and is proven gone
+// by a later attempt (the retry timer, or systemd reappearing on the bus).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -77,9 +79,9 @@ struct ManagerTest : ::testing::Test {
     list->list(std::move(leftovers));
   }
   void ReapOne() {
-    ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd->Pending_("StopUnit") != nullptr; }));
-    systemd->Answer("StopUnit", absl::OkStatus());
-    ASSERT_TRUE(systemd->Answer("UnrefUnit", absl::OkStatus()));
+    ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd->Pending_("UnrefUnit") != nullptr; }));
+    systemd->Answer("UnrefUnit", absl::OkStatus());
+    ASSERT_TRUE(systemd->Answer("StopUnit", absl::OkStatus()));
     ASSERT_TRUE(systemd->AnswerGone(true));
   }
   // A session in RUNNING: START with a directory, StartUnit, a good snapshot.
@@ -144,6 +146,65 @@ TEST_F(ManagerTest, ShutdownDeadlineEndsTheProcessWhenASessionCannotFinish) {
   EXPECT_EQ(code, EXIT_FAILURE);
   EXPECT_GE(waited.count(), static_cast<long>(limits::kShutdownDeadlineUsec / 1000) - 100);
   EXPECT_EQ(manager->SessionCount(), 1u);
+}
+
+// Answers every cleanup call the way an unreachable systemd would (errors and
+// "still loaded") until `done`.
+template <typename Pred>
+bool SystemdAway(sd_event* e, FakeSystemd* systemd, Pred done, int ms) {
+  return testing::RunUntil(
+      e,
+      [&] {
+        while (systemd->Answer("UnrefUnit", absl::UnavailableError("systemd away"))) {}
+        while (systemd->Answer("StopUnit", absl::UnavailableError("systemd away"))) {}
+        while (systemd->AnswerGone(false)) {}
+        return done();
+      },
+      ms);
+}
+
+constexpr char kLeftover[] = "opencode-pty-0123456789abcdef0123456789abcdef.service";
+
+TEST_F(ManagerTest, LeftoverNotProvenGoneIsRetriedWhenSystemdIsBackAndHoldsASlotMeanwhile) {
+  Recover({kLeftover});
+  const int bound_ms = static_cast<int>(limits::kCleanupDeadlineUsec / 1000) + 3000;
+  ASSERT_TRUE(SystemdAway(event.get(), systemd, [&] { return !manager->unproven().empty(); }, bound_ms));
+  EXPECT_EQ(manager->unproven().count(kLeftover), 1u) << "not forgotten";
+  EXPECT_EQ(manager->SessionCount(), 1u) << "the unit may still run: it holds a slot";
+  // Ready anyway (the bound was hit and logged): a new connection is served.
+  UniqueFd c = Connect();
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return manager->HandshakeCount() == 1; }));
+  // systemd is back (what the NameOwnerChanged hint and the timer both call).
+  const size_t unrefs = systemd->Count("UnrefUnit");
+  manager->RetryUnproven();
+  manager->RetryUnproven();  // a second trigger while one attempt runs adds none
+  EXPECT_EQ(systemd->Count("UnrefUnit"), unrefs + 1);
+  ReapOne();
+  EXPECT_TRUE(manager->unproven().empty());
+  EXPECT_EQ(manager->SessionCount(), 1u) << "only the live connection";
+}
+
+TEST_F(ManagerTest, SessionUnitNotProvenGoneIsRetriedByTheTimer) {
+  Recover({});
+  UniqueFd c = Connect();
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return manager->HandshakeCount() == 1; }));
+  RunningSession(c.get());
+  const std::string unit = systemd->calls().back()->unit;
+  c.reset();  // the client leaves; systemd does not answer the cleanup
+  const int bound_ms = static_cast<int>(limits::kCleanupDeadlineUsec / 1000) + 3000;
+  ASSERT_TRUE(SystemdAway(event.get(), systemd, [&] { return !manager->unproven().empty(); }, bound_ms));
+  EXPECT_EQ(manager->unproven().count(unit), 1u);
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return manager->SessionCount() == 1; }))
+      << "the session is gone, its unit still holds a slot";
+  // The retry timer starts a new attempt without any outside trigger.
+  const size_t unrefs = systemd->Count("UnrefUnit");
+  ASSERT_TRUE(testing::RunUntil(
+      event.get(), [&] { return systemd->Count("UnrefUnit") > unrefs; },
+      static_cast<int>(limits::kUnprovenRetryIntervalUsec / 1000) + 2000));
+  EXPECT_EQ(systemd->Pending_("UnrefUnit")->unit, unit);
+  ReapOne();
+  EXPECT_TRUE(manager->unproven().empty());
+  EXPECT_EQ(manager->SessionCount(), 0u);
 }
 
 }  // namespace

@@ -123,11 +123,11 @@ struct SessionTest : ::testing::Test {
     if (auto* i = std::get_if<int64_t>(&it->second)) return std::to_string(*i);
     return "null";
   }
-  // Reaper sequence: stop, unref, proven gone.
+  // Reaper sequence: unref, stop, proven gone.
   void CompleteReap() {
-    ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
-    systemd.Answer("StopUnit", absl::OkStatus());
-    ASSERT_TRUE(systemd.Answer("UnrefUnit", absl::OkStatus()));
+    ASSERT_TRUE(Wait([&] { return systemd.Pending_("UnrefUnit") != nullptr; }));
+    systemd.Answer("UnrefUnit", absl::OkStatus());
+    ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
     ASSERT_TRUE(systemd.AnswerGone(true));
   }
   // Drives a session to RUNNING; returns the unit's end of the PTY stream.
@@ -314,6 +314,7 @@ TEST_F(SessionTest, ClientGoneWhileStartTransientUnitInFlight) {
   testing::RunFor(event.get(), 50);
   EXPECT_EQ(obs.finished, 0) << "must not end before systemd answered";
   EXPECT_EQ(systemd.Count("StopUnit"), 0u);
+  EXPECT_EQ(systemd.Count("UnrefUnit"), 0u);
   systemd.Answer("StartUnit", absl::OkStatus());  // systemd made the unit after all
   CompleteReap();
   ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
@@ -505,7 +506,7 @@ TEST_F(SessionTest, UnitStartDeadline) {
   ASSERT_TRUE(Wait(
       [&] {
         while (systemd.Pending_("QueryUnit")) systemd.AnswerSnapshot(pending);
-        return systemd.Pending_("StopUnit") != nullptr;
+        return systemd.Pending_("UnrefUnit") != nullptr;
       },
       static_cast<int>(limits::kUnitStartDeadlineUsec / 1000) + 3000));
   CompleteReap();

@@ -1,7 +1,8 @@
 // Hints are never evidence: the pilot's TestForgedUnitRemovedSignalCannot-
 // ProveCleanup (a forged UnitRemoved from :1.999 -> exactly one cleanup query,
 // stopped=false), the same for JobRemoved and PropertiesChanged, and the
-// Reaper's stop -> unref -> prove-gone sequence with its bounds.
+// Reaper's unref -> stop -> prove-gone sequence with its bounds; systemd
+// reappearing on the bus (NameOwnerChanged) re-queries every watched unit once.
 #include <gtest/gtest.h>
 
 #include "common/limits.h"
@@ -130,6 +131,43 @@ TEST_F(Watch, DestroyingTheMonitorCancelsItsQuery) {
   EXPECT_TRUE(systemd.calls().back()->cancelled);
 }
 
+MessagePtr OwnerChanged(MessageFactory& f, const char* name, const char* new_owner) {
+  return f.Signal("/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged",
+                  "org.freedesktop.DBus", [&](sd_bus_message* m) {
+                    sd_bus_message_append(m, "sss", name, ":1.1", new_owner);
+                  });
+}
+
+TEST_F(Watch, SystemdReappearingRequeriesEveryWatchedUnitOnceAndCallsBack) {
+  int appeared = 0;
+  tracker.SetOnSystemdAppeared([&] { ++appeared; });
+  ASSERT_TRUE(monitor->Start().ok());
+  // A thousand announcements coalesce into one round.
+  for (int i = 0; i < 1000; ++i) {
+    auto m = OwnerChanged(f, "org.freedesktop.systemd1", ":1.77");
+    tracker.OnSignal(m.get());
+  }
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return appeared == 1; }));
+  testing::RunFor(event.get(), 50);
+  EXPECT_EQ(appeared, 1);
+  EXPECT_EQ(tracker.systemd_appearances(), 1u);
+  EXPECT_EQ(systemd.Count("QueryUnit"), 1u) << "one query for the one watched unit";
+  EXPECT_FALSE(stopped) << "an appearance proves nothing about a unit";
+}
+
+TEST_F(Watch, SystemdLeavingOrAnotherNameChangesNothing) {
+  int appeared = 0;
+  tracker.SetOnSystemdAppeared([&] { ++appeared; });
+  ASSERT_TRUE(monitor->Start().ok());
+  auto left = OwnerChanged(f, "org.freedesktop.systemd1", "");
+  tracker.OnSignal(left.get());
+  auto other = OwnerChanged(f, "org.freedesktop.login1", ":1.78");
+  tracker.OnSignal(other.get());
+  testing::RunFor(event.get(), 50);
+  EXPECT_EQ(appeared, 0);
+  EXPECT_EQ(systemd.Count("QueryUnit"), 0u);
+}
+
 // ---- Reaper
 
 struct ReaperTest : Fixture {
@@ -142,10 +180,13 @@ struct ReaperTest : Fixture {
       });
 };
 
-TEST_F(ReaperTest, StopThenUnrefThenProof) {
+TEST_F(ReaperTest, UnrefThenStopThenProof) {
   ASSERT_TRUE(reaper->Start().ok());
-  ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
+  // The reference goes first (systemd's match-rule budget, see Reaper::Unref).
+  ASSERT_EQ(systemd.Count("UnrefUnit"), 1u);
+  ASSERT_EQ(systemd.Count("StopUnit"), 0u);
   ASSERT_TRUE(systemd.Answer("UnrefUnit", absl::OkStatus()));
+  ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
   ASSERT_EQ(systemd.Count("QueryGone"), 1u);
   ASSERT_TRUE(systemd.AnswerGone(true));
   EXPECT_TRUE(done);
@@ -155,8 +196,8 @@ TEST_F(ReaperTest, StopThenUnrefThenProof) {
 
 TEST_F(ReaperTest, ForgedUnitRemovedCostsOneQueryAndProvesNothing) {
   ASSERT_TRUE(reaper->Start().ok());
-  ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
   ASSERT_TRUE(systemd.Answer("UnrefUnit", absl::OkStatus()));
+  ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
   ASSERT_TRUE(systemd.AnswerGone(false));  // still loaded (stopping)
   auto forged = ForgedUnitRemoved(f);
   tracker.OnSignal(forged.get());
@@ -170,18 +211,18 @@ TEST_F(ReaperTest, ForgedUnitRemovedCostsOneQueryAndProvesNothing) {
 
 TEST_F(ReaperTest, NoSuchUnitAndNotReferencedAreNotErrors) {
   ASSERT_TRUE(reaper->Start().ok());
-  ASSERT_TRUE(systemd.Answer("StopUnit", absl::NotFoundError(
-                                             "org.freedesktop.systemd1.NoSuchUnit: Unit x not loaded.")));
   ASSERT_TRUE(systemd.Answer("UnrefUnit", absl::FailedPreconditionError(
                                               "org.freedesktop.systemd1.NotReferenced: not referenced")));
+  ASSERT_TRUE(systemd.Answer("StopUnit", absl::NotFoundError(
+                                             "org.freedesktop.systemd1.NoSuchUnit: Unit x not loaded.")));
   ASSERT_TRUE(systemd.AnswerGone(true));
   EXPECT_TRUE(result.ok()) << result;
 }
 
 TEST_F(ReaperTest, GivesUpAfterMaxCleanupQueries) {
   ASSERT_TRUE(reaper->Start().ok());
-  ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
   ASSERT_TRUE(systemd.Answer("UnrefUnit", absl::OkStatus()));
+  ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
   for (unsigned i = 0; i < limits::kMaxCleanupQueries; ++i) {
     ASSERT_TRUE(systemd.AnswerGone(false)) << i;
     reaper->OnUnitHint();
@@ -194,8 +235,8 @@ TEST_F(ReaperTest, GivesUpAfterMaxCleanupQueries) {
 
 TEST_F(ReaperTest, GivesUpAtTheCleanupDeadline) {
   ASSERT_TRUE(reaper->Start().ok());
-  ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
   ASSERT_TRUE(systemd.Answer("UnrefUnit", absl::OkStatus()));
+  ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
   // Answer "still there" to every (tick-driven) query until the deadline.
   ASSERT_TRUE(testing::RunUntil(
       event.get(),

@@ -125,7 +125,10 @@ export const protocol: {
   FrameDecoder: new (direction: 'fromClient' | 'fromSupervisor') => {
     readonly error: string | null;
     readonly idle: boolean;
-    push(chunk: Uint8Array, onFrame: (type: number, payload: Buffer) => void): string | null;
+    /** Returning true from onFrame stops decoding after that frame; the
+     *  undecoded remainder of the chunk is then in `rest`. */
+    push(chunk: Uint8Array, onFrame: (type: number, payload: Buffer) => boolean | void): string | null;
+    readonly rest: Buffer | null;
   };
   encodeFrame(type: number, payload?: Uint8Array): Buffer;
   parseEnvelope(bytes: Uint8Array): Record<string, string | number | boolean | null> & { type: string };

@@ -131,14 +131,24 @@ class FrameDecoder {
     this._headerFill = 0;
     this._payload = null;
     this._payloadFill = 0;
+    this.rest = null;
     this.error = null;
   }
 
   get idle() { return this._headerFill === 0 && this._payload === null; }
 
+  // Decodes `chunk`, calling onFrame(type, payload) per complete frame. If
+  // onFrame returns true, decoding stops after that frame and the undecoded
+  // remainder of the chunk is left in `this.rest` (null otherwise) for the
+  // caller to push later. Returns null or a stable error code.
   push(chunk, onFrame) {
+    this.rest = null;
     if (this.error) return this.error;
     let i = 0;
+    const stop = () => {
+      if (i < chunk.length) this.rest = chunk.subarray(i);
+      return null;
+    };
     while (i < chunk.length) {
       if (this._payload === null) {
         const byte = chunk[i++];
@@ -155,13 +165,13 @@ class FrameDecoder {
         if (length < min) return this._fail('frame_too_small');
         this._headerFill = 0;
         if (length === 0) {
-          onFrame(type, Buffer.alloc(0));
+          if (onFrame(type, Buffer.alloc(0)) === true) return stop();
           continue;
         }
         if (chunk.length - i >= length) {  // whole payload in this chunk: no copy
           const payload = chunk.subarray(i, i + length);
           i += length;
-          onFrame(type, payload);
+          if (onFrame(type, payload) === true) return stop();
           continue;
         }
         this._payload = Buffer.allocUnsafe(length);
@@ -175,7 +185,7 @@ class FrameDecoder {
       if (this._payloadFill === this._payload.length) {
         const payload = this._payload;
         this._payload = null;
-        onFrame(this._payloadType, payload);
+        if (onFrame(this._payloadType, payload) === true) return stop();
       }
     }
     return null;
@@ -505,6 +515,9 @@ class Pty {
     };
     this._buffered = [];          // OUTPUT payloads not yet given to a data listener
     this._bufferedBytes = 0;
+    this._raw = [];               // bytes read but not decoded: held at the output bound
+    this._decoding = false;
+    this._closeAfterRaw = false;  // the socket closed while _raw still held frames
     this._paused = false;         // by the application
     this._reading = false;        // the handshake is over: the socket may be read
     this._outbox = [];            // frames written before the helper exited 0
@@ -618,6 +631,7 @@ class Pty {
     this._teardown();
     this._buffered = [];
     this._bufferedBytes = 0;
+    this._raw = [];
     setImmediate(() => this._maybeExit());  // listeners run after close() returns
   }
 
@@ -749,12 +763,41 @@ class Pty {
 
   _onChunk(chunk) {
     if (this._terminal) return;
-    const err = this._decoder.push(chunk, (type, payload) => {
-      if (!this._terminal) this._onFrame(type, payload);
-    });
-    if (err && !this._terminal) {
-      this._fail(new PtyError(err, `protocol violation from the supervisor: ${err}`));
+    this._raw.push(chunk);
+    this._decodeRaw();
+  }
+
+  // Decodes held bytes in order, stopping after the OUTPUT frame that reaches
+  // maxBufferedOutputBytes: the application is never handed more than that
+  // bound plus one frame (64 KiB), however the socket's reads cut the frames.
+  // The rest waits, undecoded, until the application takes output.
+  _decodeRaw() {
+    if (this._decoding) return;  // the running loop below picks new bytes up
+    this._decoding = true;
+    try {
+      while (this._raw.length > 0 && !this._terminal &&
+             this._bufferedBytes < limits.maxBufferedOutputBytes) {
+        const chunk = this._raw.shift();
+        const err = this._decoder.push(chunk, (type, payload) => {
+          if (!this._terminal) this._onFrame(type, payload);
+          return this._bufferedBytes >= limits.maxBufferedOutputBytes;
+        });
+        if (err) {
+          if (!this._terminal) this._fail(new PtyError(err, `protocol violation from the supervisor: ${err}`));
+          return;
+        }
+        if (this._decoder.rest) this._raw.unshift(this._decoder.rest);
+      }
+    } finally {
+      this._decoding = false;
     }
+    if (this._terminal) this._raw = [];
+    if (this._closeAfterRaw && this._raw.length === 0) {
+      this._closeAfterRaw = false;
+      this._onClose();
+      return;
+    }
+    this._updateFlow();
   }
 
   _onFrame(type, payload) {
@@ -820,6 +863,10 @@ class Pty {
 
   _onClose() {
     if (this._terminal) return;
+    if (this._raw.length > 0) {  // frames before the close are still held
+      this._closeAfterRaw = true;
+      return;
+    }
     if (this._helperFailure) {
       this._fail(this._helperError());
       return;
@@ -857,6 +904,7 @@ class Pty {
         this._on.data.emit(chunk);
       }
     }
+    if (this._raw.length > 0 && this._bufferedBytes < limits.maxBufferedOutputBytes) this._decodeRaw();
     this._updateFlow();
     this._maybeExit();
   }
@@ -864,7 +912,7 @@ class Pty {
   _updateFlow() {
     if (this._terminal) return;
     const read = this._reading && (this._helperFailure !== null ||
-      (!this._paused && this._bufferedBytes < limits.maxBufferedOutputBytes));
+      (!this._paused && this._raw.length === 0 && this._bufferedBytes < limits.maxBufferedOutputBytes));
     if (read) this._socket.resume();
     else this._socket.pause();
   }

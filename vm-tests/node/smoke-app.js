@@ -170,7 +170,7 @@ cases.prelistener = async () => {
   await until(() => s.p.bufferedBytes >= limits.maxBufferedOutputBytes, 20000);
   await sleep(2000);
   const held = s.p.bufferedBytes;
-  record('pre-listener: output is held up to its bound (1 MiB + at most one 64 KiB read), then not read',
+  record('pre-listener: output is held up to its bound (1 MiB + at most one 64 KiB frame), then not read',
     held >= limits.maxBufferedOutputBytes && held <= limits.maxBufferedOutputBytes + limits.maxOutputPayload &&
     s.p.state === 'running', { held, state: s.p.state });
   let count = 0;

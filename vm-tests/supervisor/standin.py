@@ -238,6 +238,49 @@ def handshakes(req):
     return res
 
 
+def mass(req):
+    """`n` sessions running at once (at most `batch` handshakes in flight, so
+    the handshake cap is not what refuses), then every connection closed in
+    one tight loop: the supervisor must stop and prove all units gone without
+    losing systemd or its own bus connection."""
+    n, batch = req["n"], req.get("batch", 8)
+    argv = req.get("argv", ["sleep", "300"])
+    conns, refused = [], []
+    t0 = time.monotonic()
+    while len(conns) < n and not refused:
+        group = []
+        for _ in range(min(batch, n - len(conns))):
+            c = Conn()
+            c.connect()
+            dirfd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            status = spawn_helper(c.sock, dirfd, argv, 80, 24)
+            os.close(dirfd)
+            group.append((c, status))
+        for c, status in group:
+            env = None
+            try:
+                f = c.read_frame(time.monotonic() + 60)
+                env = json.loads(f[1]) if f and f[0] == EVENT else None
+            except TimeoutError:
+                pass
+            if status != 0 or not env or env.get("type") != "started":
+                refused.append({"session": len(conns) + 1, "helper": status, "envelope": env})
+            conns.append(c)
+    started_s = time.monotonic() - t0
+    # What systemd has right before the close (list-units needs no privilege).
+    import subprocess
+    listed = subprocess.run(["systemctl", "list-units", "--plain", "--no-legend", "--state=active",
+                             "opencode-pty-*.service"], capture_output=True, text=True).stdout
+    running = sum(1 for line in listed.splitlines()
+                  if line.split() and len(line.split()[0]) == len("opencode-pty-") + 32 + len(".service"))
+    t1 = time.monotonic()
+    for c in conns:
+        c.sock.close()
+    return {"sessions": len(conns), "refused": refused, "units_running": running,
+            "start_s": round(started_s, 2),
+            "close_s": round(time.monotonic() - t1, 4)}
+
+
 def scenario(req):
     op = req.get("op", "session")
     if op == "session":
@@ -261,6 +304,8 @@ def scenario(req):
         return json.loads(data)
     if op == "handshakes":
         return handshakes(req)
+    if op == "mass":
+        return mass(req)
     if op == "sessions":
         # Several sessions at once, all from this process (threads): only the
         # MainPID may connect, so they cannot come from children.

@@ -262,6 +262,31 @@ ctl many '{"op":"sessions","n":6,"session":{"argv":["sh","-c","echo hi-$$; sleep
 expect "6 concurrent sessions each exit 5" many 'len(r["sessions"]) == 6 and all((s.get("terminal") or {}).get("code") == 5 for s in r["sessions"])'
 check "all of them proven gone" wait_for 10 no_session_units
 
+# --- mass close: kMaxSessions sessions closed at once ----------------------------------------------
+# The cap (common/limits.h kMaxSessions = 128) is set by systemd's bus budget:
+# 256 sessions closed at once pushed systemd off the bus before the reaper
+# released each unit's reference before stopping it. Here every slot is filled
+# with a running unit and all connections close in one loop; the supervisor
+# must prove every unit gone without restarting and systemd must stay on the bus.
+max_sessions=$(sed -n 's/^inline constexpr size_t kMaxSessions = \([0-9]*\);.*/\1/p' /artifacts/vm-tests/limits.h)
+check "mass close: kMaxSessions read from the build's limits.h ($max_sessions)" test -n "$max_sessions"
+sup=$(supervisor_pid)
+cursor=$(journalctl -n 0 --show-cursor -o cat | sed -n 's/^-- cursor: //p')
+ctl mass "{\"op\":\"mass\",\"n\":$max_sessions}"
+expect "mass close: $max_sessions sessions (kMaxSessions) run at once, each an active unit" mass \
+  'r["sessions"] == '"$max_sessions"' and not r["refused"] and r["units_running"] == '"$max_sessions"
+t0=$(date +%s.%N)
+check "mass close: all $max_sessions units are stopped and proven gone after the connections closed at once" wait_for 120 no_session_units
+t1=$(date +%s.%N)
+echo "mass close: units gone $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s after the close" | tee /results/mass-close.txt
+check "mass close: the journal has exactly $max_sessions 'PTY unit proven gone' and no 'not proven gone'" sh -c '
+  j=$(journalctl --no-pager -o cat --after-cursor "$1" _SYSTEMD_UNIT=opencode-pty-supervisor.service)
+  n=$(printf "%s\n" "$j" | grep -cx "PTY unit proven gone"); bad=$(printf "%s\n" "$j" | grep -c "not proven gone")
+  echo "proven gone: $n, not proven gone: $bad"; [ "$n" -eq "$2" ] && [ "$bad" -eq 0 ]' - "$cursor" "$max_sessions"
+check "mass close: the supervisor is the same process (its bus connection held)" sh -c '[ "$(systemctl show -P MainPID opencode-pty-supervisor.service)" = "$1" ]' - "$sup"
+check "mass close: systemd still answers on the bus" busctl --system call org.freedesktop.systemd1 /org/freedesktop/systemd1 org.freedesktop.DBus.Peer Ping
+check "mass close: STATUS= is back to 0 sessions" wait_for 10 sh -c '[ "$(systemctl show -P StatusText opencode-pty-supervisor.service)" = "0 sessions, 0 handshakes" ]'
+
 # --- forged signals on the real bus ---------------------------------------------------------------
 rm -f "$RUN/forge-ready" "$RUN/forge-done"
 ctl forge '{"argv":["cat"],"timeout":120,"steps":[{"expect":"started"},{"touch":"/run/opencode-test/forge-ready"},

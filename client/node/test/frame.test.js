@@ -119,3 +119,34 @@ test('the decoder never holds more than one payload of the declared size', () =>
 test('FrameDecoder refuses an unknown direction', () => {
   assert.throws(() => new FrameDecoder('sideways'), TypeError);
 });
+
+test('onFrame returning true stops after that frame and leaves the rest for a later push', () => {
+  const { FrameDecoder, encodeFrame, FrameType } = protocol;
+  const stream = Buffer.concat([
+    encodeFrame(FrameType.OUTPUT, Buffer.from('one')),
+    encodeFrame(FrameType.OUTPUT, Buffer.from('two')),
+    encodeFrame(FrameType.OUTPUT, Buffer.from('three')),
+  ]);
+  for (let split = 1; split < stream.length; split++) {
+    const dec = new FrameDecoder('fromSupervisor');
+    const got = [];
+    let pending = [stream.subarray(0, split), stream.subarray(split)];
+    let stops = 0;
+    while (pending.length > 0) {
+      const chunk = pending.shift();
+      const err = dec.push(chunk, (type, payload) => {
+        got.push(payload.toString());
+        return payload.toString() === 'one' || payload.toString() === 'two';  // stop after these
+      });
+      assert.equal(err, null);
+      if (dec.rest) {
+        stops++;
+        assert.ok(dec.rest.length > 0 && dec.rest.length < chunk.length);
+        pending.unshift(dec.rest);
+      }
+    }
+    assert.deepEqual(got, ['one', 'two', 'three'], `split ${split}`);
+    assert.ok(dec.idle);
+    assert.ok(stops >= 1, `split ${split}`);
+  }
+});

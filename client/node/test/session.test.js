@@ -191,6 +191,56 @@ test('output before a data listener is held up to its bound, then nothing more i
   assert.ok(conn);
 });
 
+test('held output stays within 1 MiB + one frame however reads cut the frames; a close behind held frames loses nothing', async (t) => {
+  // Output up to 100 bytes below the bound, then a 64 KiB frame whose first
+  // 60 KiB arrive in one read and whose tail arrives in the next read
+  // together with 60 small frames. Decoding whole reads would hand the
+  // application the big frame plus ~60 KiB more; the module must stop after
+  // the frame that reaches the bound. Then the rest, the exit envelope and
+  // the close: nothing may be lost behind the held bytes.
+  const total = { n: 0 };
+  const out = (c, n, fill) => { total.n += n; return protocol.encodeFrame(FrameType.OUTPUT, Buffer.alloc(n, fill)); };
+  const sup = await fakeSupervisor(async (c) => {
+    c.started();
+    const below = limits.maxBufferedOutputBytes - 100;
+    for (let sent = 0; sent < below;) {
+      const n = Math.min(limits.maxOutputPayload, below - sent);
+      c.raw(out(c, n, 0x61));
+      sent += n;
+      await sleep(2);
+    }
+    const big = out(c, limits.maxOutputPayload, 0x62);
+    c.raw(big.subarray(0, 60 * 1024));
+    await sleep(50);
+    const small = [];
+    for (let i = 0; i < 60; i++) small.push(out(c, 1000, 0x63));
+    c.raw(Buffer.concat([big.subarray(60 * 1024), ...small]));
+    await sleep(50);
+    for (let i = 0; i < 40; i++) c.raw(out(c, limits.maxOutputPayload, 0x64));
+    c.exit(0);
+  });
+  t.after(sup.close);
+  const pty = spawn('prog', [], sup.opts());
+  const exited = exitOf(pty);
+  await new Promise((r) => pty.onStarted(r));
+  let peak = 0;
+  const end = Date.now() + 1500;
+  while (Date.now() < end) {
+    peak = Math.max(peak, pty.bufferedBytes);
+    await sleep(2);
+  }
+  assert.ok(peak >= limits.maxBufferedOutputBytes, `peak ${peak}`);
+  assert.ok(peak <= limits.maxBufferedOutputBytes + limits.maxOutputPayload,
+    `peak ${peak} = bound + ${peak - limits.maxBufferedOutputBytes}`);
+  assert.equal(pty.state, 'running');
+  let got = 0;
+  pty.onData((d) => { got += d.length; });
+  const ev = await exited;
+  assert.equal(got, total.n);
+  assert.equal(ev.exitCode, 0);
+  assert.equal(ev.error, null);
+});
+
 test('pause() stops reading (backpressure reaches the sender) and defers exit; resume() delivers everything', async (t) => {
   const total = 2 * 1024 * 1024;
   let blocked = false;
