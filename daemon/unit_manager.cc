@@ -83,6 +83,8 @@ absl::Status UnitTracker::Subscribe() {
   ASSIGN_OR_RETURN(subscribe_, CallAsync(bus_, m.get(), [this](sd_bus_message* reply) {
                      subscribe_.reset();
                      absl::Status st = ReplyStatus(reply);
+                     // A re-executed systemd keeps its subscribers.
+                     if (IsBusError(st, "org.freedesktop.systemd1.AlreadySubscribed")) return;
                      if (!st.ok() && on_error_) on_error_(st);
                    }));
   return absl::OkStatus();

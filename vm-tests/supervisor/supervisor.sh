@@ -59,6 +59,22 @@ wait_for() {
   "$@"
 }
 no_session_units() { [ -z "$(session_units)" ]; }
+# journal_cursor: where the journal ends now.
+journal_cursor() { journalctl -n 0 --show-cursor -o cat | sed -n 's/^-- cursor: //p'; }
+# sup_journal CURSOR [UNIT]: the supervisor's messages after CURSOR (of UNIT=).
+# Filtered here: journalctl --after-cursor combined with field matches drops
+# the first matching entry (systemd 252).
+sup_journal() {
+  journalctl --no-pager --after-cursor "$1" -o json | python3 -c '
+import json, sys
+unit = sys.argv[1] if len(sys.argv) > 1 else None
+for line in sys.stdin:
+    e = json.loads(line)
+    if e.get("_SYSTEMD_UNIT") == "opencode-pty-supervisor.service" and (unit is None or e.get("UNIT") == unit):
+        print(e.get("MESSAGE"))' ${2:+"$2"}
+}
+# sup_journal_has CURSOR REGEX [UNIT]
+sup_journal_has() { sup_journal "$1" ${3:+"$3"} | grep -q -- "$2"; }
 supervisor_pid() { systemctl show -P MainPID opencode-pty-supervisor.service; }
 
 # --- install ----------------------------------------------------------------
@@ -271,7 +287,7 @@ check "all of them proven gone" wait_for 10 no_session_units
 max_sessions=$(sed -n 's/^inline constexpr size_t kMaxSessions = \([0-9]*\);.*/\1/p' /artifacts/vm-tests/limits.h)
 check "mass close: kMaxSessions read from the build's limits.h ($max_sessions)" test -n "$max_sessions"
 sup=$(supervisor_pid)
-cursor=$(journalctl -n 0 --show-cursor -o cat | sed -n 's/^-- cursor: //p')
+cursor=$(journal_cursor)
 ctl mass "{\"op\":\"mass\",\"n\":$max_sessions}"
 expect "mass close: $max_sessions sessions (kMaxSessions) run at once, each an active unit" mass \
   'r["sessions"] == '"$max_sessions"' and not r["refused"] and r["units_running"] == '"$max_sessions"
@@ -279,13 +295,64 @@ t0=$(date +%s.%N)
 check "mass close: all $max_sessions units are stopped and proven gone after the connections closed at once" wait_for 120 no_session_units
 t1=$(date +%s.%N)
 echo "mass close: units gone $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s after the close" | tee /results/mass-close.txt
+sup_journal "$cursor" > "$tmp/mass-journal.txt"
 check "mass close: the journal has exactly $max_sessions 'PTY unit proven gone' and no 'not proven gone'" sh -c '
-  j=$(journalctl --no-pager -o cat --after-cursor "$1" _SYSTEMD_UNIT=opencode-pty-supervisor.service)
-  n=$(printf "%s\n" "$j" | grep -cx "PTY unit proven gone"); bad=$(printf "%s\n" "$j" | grep -c "not proven gone")
-  echo "proven gone: $n, not proven gone: $bad"; [ "$n" -eq "$2" ] && [ "$bad" -eq 0 ]' - "$cursor" "$max_sessions"
+  n=$(grep -cx "PTY unit proven gone" "$1"); bad=$(grep -c "not proven gone" "$1")
+  echo "proven gone: $n, not proven gone: $bad"; [ "$n" -eq "$2" ] && [ "$bad" -eq 0 ]' - "$tmp/mass-journal.txt" "$max_sessions"
 check "mass close: the supervisor is the same process (its bus connection held)" sh -c '[ "$(systemctl show -P MainPID opencode-pty-supervisor.service)" = "$1" ]' - "$sup"
 check "mass close: systemd still answers on the bus" busctl --system call org.freedesktop.systemd1 /org/freedesktop/systemd1 org.freedesktop.DBus.Peer Ping
 check "mass close: STATUS= is back to 0 sessions" wait_for 10 sh -c '[ "$(systemctl show -P StatusText opencode-pty-supervisor.service)" = "0 sessions, 0 handshakes" ]'
+
+# --- a unit not proven gone is kept and retried -------------------------------------------------
+# The bus daemon is told (mandatory policy, ReloadConfig) to refuse GetUnit to
+# everyone: the supervisor can stop the unit but cannot prove it gone, so after
+# its 15 s bound the unit must go on the retry list, not be forgotten. Then the
+# policy goes, systemd re-executes (it leaves and reappears on the bus), and
+# the retry proves the unit gone.
+DENY=/etc/dbus-1/system.d/zz-opencode-test-deny-getunit.conf
+reload_bus() { busctl --system call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus ReloadConfig; }
+rm -f "$RUN/retry-ready" "$RUN/retry-done"
+ctl retry '{"argv":["sleep","1000"],"timeout":60,"steps":[{"expect":"started"},{"touch":"/run/opencode-test/retry-ready"},
+  {"wait_file":"/run/opencode-test/retry-done"}]}' &
+ctlpid=$!
+wait_for 20 test -e "$RUN/retry-ready"
+u=$(session_units | head -n1)
+sup=$(supervisor_pid)
+cat > "$DENY" <<'XML'
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <policy context="mandatory">
+    <deny send_destination="org.freedesktop.systemd1" send_interface="org.freedesktop.systemd1.Manager" send_member="GetUnit"/>
+  </policy>
+</busconfig>
+XML
+check "retry: the bus daemon now refuses GetUnit (the proof) to everyone" sh -c '
+  reload_out=$(busctl --system call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus ReloadConfig 2>&1) || { echo "$reload_out"; exit 1; }
+  out=$(busctl --system call org.freedesktop.systemd1 /org/freedesktop/systemd1 org.freedesktop.systemd1.Manager GetUnit s "$1" 2>&1)
+  echo "$out"; case "$out" in *ccess*enied*|*AccessDenied*) exit 0 ;; *) exit 1 ;; esac' - "$u"
+touch "$RUN/retry-done"   # the stand-in closes the connection: the supervisor stops the unit
+wait $ctlpid
+check "retry: after the cleanup bound the unit is on the retry list (STATUS=)" wait_for 40 sh -c '
+  st=$(systemctl show -P StatusText opencode-pty-supervisor.service); echo "$st"
+  [ "$st" = "0 sessions, 0 handshakes, 1 units not proven gone (retrying)" ]'
+check "retry: journal: not proven gone, kept on the retry list (UNIT=)" sh -c '
+  journalctl --no-pager -o cat _SYSTEMD_UNIT=opencode-pty-supervisor.service UNIT=$1 | grep -F -e "not proven gone" -e "kept on the retry list" | head -n 3
+  journalctl --no-pager -o cat _SYSTEMD_UNIT=opencode-pty-supervisor.service UNIT=$1 | grep -q "^PTY unit kept on the retry list"' - "$u"
+check "retry: while denied, each retry fails again and the unit stays listed" wait_for 30 sh -c '
+  journalctl --no-pager -o cat _SYSTEMD_UNIT=opencode-pty-supervisor.service UNIT=$1 | grep -q "^PTY unit on the retry list still not proven gone"' - "$u"
+rm -f "$DENY"
+check "retry: the policy is gone (ReloadConfig)" reload_bus
+cursor=$(journal_cursor)
+check "retry: systemctl daemon-reexec (systemd leaves the bus and comes back)" systemctl daemon-reexec
+check "retry: the supervisor saw systemd reappear and retried" wait_for 30 sup_journal_has "$cursor" "^systemd appeared on the bus"
+check "retry: the listed unit is proven gone (journal)" wait_for 30 sup_journal_has "$cursor" "^PTY unit on the retry list proven gone" "$u"
+check "retry: GetUnit says the unit is gone" gone "$u"
+check "retry: STATUS= is back to 0 sessions, nothing listed" wait_for 10 sh -c '[ "$(systemctl show -P StatusText opencode-pty-supervisor.service)" = "0 sessions, 0 handshakes" ]'
+check "retry: the supervisor is the same process throughout" sh -c '[ "$(systemctl show -P MainPID opencode-pty-supervisor.service)" = "$1" ]' - "$sup"
+ctl afterreexec '{"argv":["sh","-c","echo after-reexec; exit 4"],"timeout":30}'
+expect "retry: a new session after the re-exec runs and exits 4" afterreexec '"after-reexec" in r["output_text"] and t.get("type") == "exit" and t["code"] == 4'
+check "retry: its unit proven gone" wait_for 10 no_session_units
 
 # --- forged signals on the real bus ---------------------------------------------------------------
 rm -f "$RUN/forge-ready" "$RUN/forge-done"
