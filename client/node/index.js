@@ -33,13 +33,17 @@ const limits = Object.freeze({
   defaultCols: 80,
   defaultRows: 24,
   // The supervisor's admission caps (error codes too_many_sessions and
-  // too_many_handshakes); the module does not enforce them.
+  // too_many_handshakes). The module keeps at most maxPendingHandshakes of
+  // its own sessions per socket between connect and `started`; further
+  // spawns wait their turn (state 'connecting'). maxSessions is not queued:
+  // beyond it the supervisor refuses with too_many_sessions.
   maxSessions: 128,
   maxPendingHandshakes: 16,
   // Output held for the application while it has no data listener or is
-  // paused. When reached, the socket is no longer read, so the supervisor's
-  // queue fills and it stops reading the PTY: the command blocks, nothing is
-  // dropped. One socket read (at most 64 KiB) may land on top of it.
+  // paused. When reached, decoding stops and the socket is no longer read, so
+  // the supervisor's queue fills and it stops reading the PTY: the command
+  // blocks, nothing is dropped. The OUTPUT frame that crosses it (at most
+  // 64 KiB) lands on top of it.
   maxBufferedOutputBytes: 1024 * 1024,
   // Largest single write() and the most input that may wait unsent in this
   // process (frames not yet taken by the kernel); beyond it write() throws.
@@ -492,8 +496,51 @@ class Listeners {
   }
 }
 
-// state: 'connecting' → 'handshake' (helper running) → 'starting' (helper
-// exited 0, waiting for `started`) → 'running' → 'exited'.
+// Handshake admission per supervisor socket: the supervisor refuses a
+// connection while kMaxPendingHandshakes others are between accept and their
+// START frame. This process is the only one allowed to connect, so it keeps
+// its own sessions under that cap: a session holds a slot from connect until
+// its `started` envelope (or its end), and spawns beyond the cap wait here in
+// spawn order instead of being refused.
+class HandshakeGate {
+  constructor() {
+    this.active = 0;
+    this.waiting = [];
+  }
+  // True: admitted now. False: queued; pty._admitted() runs when a slot frees.
+  enter(pty) {
+    if (this.active < limits.maxPendingHandshakes) {
+      this.active++;
+      return true;
+    }
+    this.waiting.push(pty);
+    return false;
+  }
+  leave() {
+    this.active--;
+    while (this.active < limits.maxPendingHandshakes && this.waiting.length > 0) {
+      this.active++;
+      this.waiting.shift()._admitted();
+    }
+  }
+  cancel(pty) {
+    const i = this.waiting.indexOf(pty);
+    if (i >= 0) this.waiting.splice(i, 1);
+  }
+}
+const gates = new Map();  // socket path -> HandshakeGate (one per supervisor)
+function gateFor(socketPath) {
+  let g = gates.get(socketPath);
+  if (!g) {
+    g = new HandshakeGate();
+    gates.set(socketPath, g);
+  }
+  return g;
+}
+
+// state: 'connecting' (waiting for a handshake slot, then connecting) →
+// 'handshake' (helper running) → 'starting' (helper exited 0, waiting for
+// `started`) → 'running' → 'exited'.
 class Pty {
   constructor(file, args, opts) {
     this.process = file;
@@ -539,6 +586,30 @@ class Pty {
       throw new PtyError('bad_cwd', `spawn: cannot open cwd ${opts.cwd} as a directory: ${e.code || e.message}`);
     }
 
+    this._socket = null;
+    this._gate = gateFor(opts.socketPath);
+    this._slot = 'held';          // 'held' | 'waiting' | 'none'
+    if (this._gate.enter(this)) this._connect();
+    else this._slot = 'waiting';
+  }
+
+  _admitted() {
+    this._slot = 'held';
+    this._connect();
+  }
+
+  _releaseSlot() {
+    if (this._slot === 'held') {
+      this._slot = 'none';
+      this._gate.leave();
+    } else if (this._slot === 'waiting') {
+      this._slot = 'none';
+      this._gate.cancel(this);
+    }
+  }
+
+  _connect() {
+    const opts = this._opts;
     this._socket = net.createConnection({ path: opts.socketPath });
     // Nothing is read before the helper has exited 0 (docs/PROTOCOL.md section 1).
     this._socket.pause();
@@ -623,7 +694,7 @@ class Pty {
   // fires with error.code "closed" (onError does not: it is not a failure).
   close() {
     if (this._terminal) {
-      this._socket.destroy();
+      if (this._socket) this._socket.destroy();
       return;
     }
     this._terminal = { exitCode: null, signal: null, result: null,
@@ -829,6 +900,7 @@ class Pty {
           return;
         }
         this.state = 'running';
+        this._releaseSlot();
         this.unit = env.unit;
         this.session = env.session;
         this.invocation = env.invocation;
@@ -913,6 +985,7 @@ class Pty {
     if (this._terminal) return;
     const read = this._reading && (this._helperFailure !== null ||
       (!this._paused && this._raw.length === 0 && this._bufferedBytes < limits.maxBufferedOutputBytes));
+    if (!this._socket) return;
     if (read) this._socket.resume();
     else this._socket.pause();
   }
@@ -926,7 +999,7 @@ class Pty {
   }
 
   _queuedInputBytes() {
-    return this._outboxBytes + this._socket.writableLength;
+    return this._outboxBytes + (this._socket ? this._socket.writableLength : 0);
   }
 
   _send(frame) {
@@ -957,7 +1030,8 @@ class Pty {
     }
     this._outbox = [];
     this._outboxBytes = 0;
-    this._socket.destroy();
+    this._releaseSlot();
+    if (this._socket) this._socket.destroy();
   }
 
   // onExit fires once, after every buffered OUTPUT byte reached a data

@@ -409,3 +409,53 @@ test('close() ends the session at once; the supervisor sees the hang-up', async 
   assert.deepEqual(errors, []);
   await conn.until((c) => c.closed, 'hang-up');
 });
+
+test('spawns beyond the handshake cap wait their turn: at most maxPendingHandshakes connect before started', async (t) => {
+  let inHandshake = 0;
+  let peak = 0;
+  const sup = await fakeSupervisor(async (c) => {
+    await sleep(30);  // a supervisor that takes its time to start the unit
+    inHandshake--;
+    c.started();
+    c.output(Buffer.from('hi'));
+    c.exit(0);
+  });
+  sup.server.on('connection', () => { inHandshake++; peak = Math.max(peak, inHandshake); });
+  t.after(sup.close);
+  const n = limits.maxPendingHandshakes * 3 + 2;
+  const ptys = [];
+  for (let i = 0; i < n; i++) ptys.push(spawn('prog', [], sup.opts()));
+  assert.equal(ptys.filter((p) => p._socket === null).length, n - limits.maxPendingHandshakes,
+    'the rest wait without a connection');
+  let out = '';
+  for (const p of ptys) p.onData((d) => { out += d; });
+  const exits = await Promise.all(ptys.map(exitOf));
+  assert.ok(exits.every((e) => e.exitCode === 0 && e.error === null), JSON.stringify(exits.filter((e) => e.error)));
+  assert.ok(peak <= limits.maxPendingHandshakes, `peak ${peak}`);
+  assert.equal(peak, limits.maxPendingHandshakes);
+  assert.equal(sup.conns.length, n);
+  assert.equal(out, 'hi'.repeat(n));
+});
+
+test('close() of a spawn still waiting for a handshake slot never connects; the slot order is kept', async (t) => {
+  const sup = await fakeSupervisor(async (c) => {
+    await sleep(50);
+    c.started();
+    c.exit(0);
+  });
+  t.after(sup.close);
+  const first = [];
+  for (let i = 0; i < limits.maxPendingHandshakes; i++) first.push(spawn('prog', [], sup.opts()));
+  const queued = spawn('prog', [], sup.opts());
+  const last = spawn('prog', [], sup.opts());
+  assert.equal(queued.state, 'connecting');
+  assert.equal(queued._socket, null);
+  const queuedExit = exitOf(queued);
+  queued.close();
+  const ev = await queuedExit;
+  assert.equal(ev.error.code, 'closed');
+  assert.equal(queued._socket, null, 'never connected');
+  const all = await Promise.all([...first, last].map(exitOf));
+  assert.ok(all.every((e) => e.exitCode === 0));
+  assert.equal(sup.conns.length, limits.maxPendingHandshakes + 1);
+});
