@@ -138,7 +138,9 @@ constexpr const char* TypeName() {
 
 }  // namespace
 
-absl::StatusOr<PropMap> ReadPropertyMap(sd_bus_message* m) {
+namespace {
+
+absl::StatusOr<PropMap> ReadProperties(sd_bus_message* m, const PropNameSet* wanted) {
   PropMap out;
   int r = sd_bus_message_enter_container(m, SD_BUS_TYPE_ARRAY, "{sv}");
   if (r <= 0) return Bad(r, "a{sv}");
@@ -148,6 +150,11 @@ absl::StatusOr<PropMap> ReadPropertyMap(sd_bus_message* m) {
     if (r == 0) break;
     const char* name = nullptr;
     if ((r = sd_bus_message_read_basic(m, 's', &name)) <= 0) return Bad(r, "property name");
+    if (wanted != nullptr && !wanted->contains(std::string_view(name))) {
+      if ((r = sd_bus_message_skip(m, "v")) < 0) return Bad(r, "variant");
+      if ((r = sd_bus_message_exit_container(m)) < 0) return Bad(r, "{sv} end");
+      continue;
+    }
     std::string key(name);
     const char* contents = nullptr;
     if ((r = sd_bus_message_peek_type(m, nullptr, &contents)) <= 0 || contents == nullptr)
@@ -163,6 +170,14 @@ absl::StatusOr<PropMap> ReadPropertyMap(sd_bus_message* m) {
   }
   if ((r = sd_bus_message_exit_container(m)) < 0) return Bad(r, "a{sv} end");
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<PropMap> ReadPropertyMap(sd_bus_message* m) { return ReadProperties(m, nullptr); }
+
+absl::StatusOr<PropMap> ReadPropertyMap(sd_bus_message* m, const PropNameSet& wanted) {
+  return ReadProperties(m, &wanted);
 }
 
 template <typename T>

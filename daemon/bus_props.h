@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -51,6 +52,13 @@ using PropMap = std::map<std::string, PropValue, std::less<>>;
 
 // Reads one a{sv} from the current position of `m` (a GetAll reply body).
 absl::StatusOr<PropMap> ReadPropertyMap(sd_bus_message* m);
+
+// Names a consumer reads. systemd's GetAll of a service returns about 250
+// properties and the supervisor reads about 30: the rest are skipped (their
+// variants are still checked for well-formedness by sd-bus), not decoded into
+// the map. The duplicate rule applies to wanted names.
+using PropNameSet = absl::flat_hash_set<std::string_view>;
+absl::StatusOr<PropMap> ReadPropertyMap(sd_bus_message* m, const PropNameSet& wanted);
 
 // Typed lookups: NotFound if absent, InvalidArgument if present with another type.
 template <typename T>

@@ -13,8 +13,13 @@ namespace opencode::daemon {
 absl::StatusOr<Identity> DecodeIdentity(sd_bus_message* unit_props, sd_bus_message* service_props) {
   if (unit_props == nullptr || service_props == nullptr)
     return absl::InvalidArgumentError("identity: reply missing");
-  ASSIGN_OR_RETURN(PropMap unit, ReadPropertyMap(unit_props));
-  ASSIGN_OR_RETURN(PropMap service, ReadPropertyMap(service_props));
+  // Only what is checked below is decoded; ControlGroup is wanted from the
+  // Unit interface too, so offering it there is still seen and refused.
+  static const auto* kUnitNames =
+      new PropNameSet{"ControlGroup", "ActiveState", "SubState", "InvocationID"};
+  static const auto* kServiceNames = new PropNameSet{"MainPID", "ControlGroup"};
+  ASSIGN_OR_RETURN(PropMap unit, ReadPropertyMap(unit_props, *kUnitNames));
+  ASSIGN_OR_RETURN(PropMap service, ReadPropertyMap(service_props, *kServiceNames));
 
   // systemd has never exposed ControlGroup on the Unit interface (252, 257);
   // a reply that does is not systemd's Unit interface, so nothing in it counts.

@@ -32,20 +32,21 @@ class SnapshotCall final : public PendingCall {
     ASSIGN_OR_RETURN(MessagePtr service_call, NewGetAllCall(bus, path.c_str(), kServiceInterface));
     ASSIGN_OR_RETURN(unit_call_, CallAsync(bus, unit_call.get(), [this](sd_bus_message* m) {
                        unit_call_.reset();
-                       Take(m, &unit_);
+                       Take(m, &unit_, SnapshotPropertyNames(Interface::kUnit));
                      }));
     ASSIGN_OR_RETURN(service_call_, CallAsync(bus, service_call.get(), [this](sd_bus_message* m) {
                        service_call_.reset();
-                       Take(m, &service_);
+                       Take(m, &service_, SnapshotPropertyNames(Interface::kService));
                      }));
     return absl::OkStatus();
   }
 
  private:
-  void Take(sd_bus_message* m, std::optional<absl::StatusOr<PropMap>>* slot) {
+  void Take(sd_bus_message* m, std::optional<absl::StatusOr<PropMap>>* slot,
+            const PropNameSet& wanted) {
     absl::Status st = ReplyStatus(m);
     if (st.ok())
-      *slot = ReadPropertyMap(m);
+      *slot = ReadPropertyMap(m, wanted);
     else
       *slot = st;
     if (!unit_ || !service_ || !done_) return;

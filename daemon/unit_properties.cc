@@ -2,6 +2,8 @@
 // section of docs/SECURITY.md, which gives the reason for every line).
 #include "daemon/unit_properties.h"
 
+#include <array>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -143,6 +145,21 @@ absl::Status AppendStartTransientUnit(sd_bus_message* m, const UnitRequest& req,
   if ((r = sd_bus_message_close_container(m)) < 0) return SdError(r, "close properties");
   if ((r = sd_bus_message_append(m, "a(sa(sv))", 0)) < 0) return SdError(r, "append aux");
   return absl::OkStatus();
+}
+
+const PropNameSet& SnapshotPropertyNames(Interface iface) {
+  static const auto* sets = [] {
+    auto* both = new std::array<PropNameSet, 2>();
+    // Spec names are string literals; the request's values do not matter.
+    for (const PropertySpec& spec : BuildPropertySpecs(UnitRequest{}))
+      (*both)[spec.iface == Interface::kUnit ? 0 : 1].insert(spec.name);
+    for (std::string_view n : {"Refs", "Job", "ActiveState", "InvocationID"}) (*both)[0].insert(n);
+    for (std::string_view n : {"ExecMainStartTimestampMonotonic", "ExecMainCode", "ExecMainStatus",
+                               "Result"})
+      (*both)[1].insert(n);
+    return both;
+  }();
+  return (*sets)[iface == Interface::kUnit ? 0 : 1];
 }
 
 absl::Status VerifyReadBack(const std::vector<PropertySpec>& specs, const PropMap& unit,

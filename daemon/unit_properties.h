@@ -46,6 +46,12 @@ std::vector<PropertySpec> BuildPropertySpecs(const UnitRequest& req);
 absl::Status AppendStartTransientUnit(sd_bus_message* m, const UnitRequest& req, int stream_fd,
                                       int dir_fd);
 
+// The properties a snapshot of a PTY unit keeps from GetAll of `iface`:
+// every spec's read-back name, Refs, and what unit_state.cc reads (Job,
+// ActiveState, InvocationID; ExecMainStartTimestampMonotonic, ExecMainCode,
+// ExecMainStatus, Result). Everything else in the reply is skipped.
+const PropNameSet& SnapshotPropertyNames(Interface iface);
+
 // Compares the read-back of every spec, plus: Refs names `bus_unique_name`
 // (AddRef took effect), the unit is loaded, transient and has our name.
 // FailedPrecondition names the first property that differs.

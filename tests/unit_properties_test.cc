@@ -123,6 +123,49 @@ TEST(UnitProperties, SpecValues) {
   EXPECT_EQ(v["Description"], PropValue(std::string("opencode PTY session 0123456789abcdef0123456789abcdef")));
 }
 
+// ---- GetAll decoding of only the wanted properties (the profile's fix)
+
+MessagePtr BigReply(testing::MessageFactory& f, const std::vector<testing::Prop>& wanted_props) {
+  std::vector<testing::Prop> props;
+  // 250 properties nobody reads, of several types, around the wanted ones.
+  for (int i = 0; i < 125; ++i) props.push_back(testing::S("Unread" + std::to_string(i), "x"));
+  for (const auto& p : wanted_props) props.push_back(p);
+  for (int i = 0; i < 125; ++i) props.push_back(testing::T("UnreadT" + std::to_string(i), i));
+  return f.Reply([&](sd_bus_message* m) { testing::WriteProps(m, props); });
+}
+
+TEST(PropertyFilter, KeepsExactlyTheWantedNamesWithTheirValues) {
+  testing::MessageFactory f;
+  std::vector<testing::Prop> wanted = {testing::S("ActiveState", "active"), testing::U("MainPID", 7),
+                                       testing::B("Transient", true)};
+  auto all = ReadPropertyMap(BigReply(f, wanted).get());
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->size(), 253u);
+  PropNameSet names = {"ActiveState", "MainPID", "Transient", "NotInTheReply"};
+  auto some = ReadPropertyMap(BigReply(f, wanted).get(), names);
+  ASSERT_TRUE(some.ok()) << some.status();
+  ASSERT_EQ(some->size(), 3u);
+  for (const auto& [name, value] : *some) EXPECT_EQ(all->at(name), value) << name;
+}
+
+TEST(PropertyFilter, AWantedNameTwiceStillRejectsTheReply) {
+  testing::MessageFactory f;
+  auto m = BigReply(f, {testing::S("ActiveState", "active"), testing::S("ActiveState", "failed")});
+  auto r = ReadPropertyMap(m.get(), PropNameSet{"ActiveState"});
+  EXPECT_FALSE(r.ok());
+}
+
+TEST(PropertyFilter, SnapshotNamesCoverTheReadBackAndTheStateReaders) {
+  UnitRequest req;
+  for (const PropertySpec& spec : BuildPropertySpecs(req))
+    EXPECT_TRUE(SnapshotPropertyNames(spec.iface).contains(spec.name)) << spec.name;
+  for (const char* n : {"Refs", "Job", "ActiveState", "InvocationID"})
+    EXPECT_TRUE(SnapshotPropertyNames(Interface::kUnit).contains(n)) << n;
+  for (const char* n : {"ExecMainStartTimestampMonotonic", "ExecMainCode", "ExecMainStatus", "Result"})
+    EXPECT_TRUE(SnapshotPropertyNames(Interface::kService).contains(n)) << n;
+  EXPECT_LT(SnapshotPropertyNames(Interface::kService).size(), 40u);
+}
+
 TEST(UnitProperties, SessionUnitNames) {
   EXPECT_TRUE(IsSessionUnitName("opencode-pty-0123456789abcdef0123456789abcdef.service"));
   EXPECT_FALSE(IsSessionUnitName("opencode-pty-supervisor.service"));

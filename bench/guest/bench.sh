@@ -15,9 +15,9 @@
 . /vm-tests/node/common.sh
 
 PHASES=throughput,latency,scale,stream,profile
-# LEVELS: up to kMaxSessions (256, common/limits.h); --levels 100,500,1000
+# LEVELS: up to kMaxSessions (128, common/limits.h); --levels 100,500,1000
 # shows the refusal (too_many_sessions) beyond it.
-SIZE_MIB=256 ROUNDS=5 LAT_N=50 LAT_ROUNDS=4 LEVELS=100,200,256 STREAM_LEVELS=1,10,50
+SIZE_MIB=256 ROUNDS=5 LAT_N=50 LAT_ROUNDS=4 LEVELS=50,100,128 STREAM_LEVELS=1,10,50
 STREAM_MIB=16 PROFILE_MIB=32
 while [ $# -gt 0 ]; do
   case "$1" in
