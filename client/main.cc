@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/dimension.h"
 #include "common/errors.h"
 #include "common/frame.h"
 #include "common/limits.h"
@@ -137,19 +138,6 @@ int CheckNoForeignFds() {
   return kExitOk;
 }
 
-// "1".."1000", decimal, no sign, no leading zero.
-bool ParseSize(const char* s, uint16_t max, uint16_t* out) {
-  if (s[0] < '1' || s[0] > '9') return false;
-  unsigned v = 0;
-  for (const char* p = s; *p != '\0'; ++p) {
-    if (*p < '0' || *p > '9' || p - s >= 4) return false;
-    v = v * 10 + unsigned(*p - '0');
-  }
-  if (v > max) return false;
-  *out = uint16_t(v);
-  return true;
-}
-
 int ExitForCodec(ErrorCode e) {
   switch (e) {
     case ErrorCode::kBadArgc: return Fail(kExitArgc, "too many arguments");
@@ -226,7 +214,7 @@ int main(int argc, char** argv) {
     if ((!is_cols && !is_rows) || (is_cols && have_cols) || (is_rows && have_rows))
       return Fail(kExitUsage, "usage: opencode-pty-client [--cols N] [--rows N] -- PROGRAM [ARG...]");
     if (i + 1 >= argc) return Fail(kExitUsage, "option needs a value");
-    if (!ParseSize(argv[i + 1], is_cols ? limits::kMaxCols : limits::kMaxRows,
+    if (!opencode::ParseDimension(argv[i + 1], is_cols ? limits::kMaxCols : limits::kMaxRows,
                    is_cols ? &cols : &rows))
       return Fail(kExitBadSize, "--cols/--rows must be a decimal 1..1000");
     (is_cols ? have_cols : have_rows) = true;

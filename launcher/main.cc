@@ -28,6 +28,7 @@
 #include <string_view>
 
 #include "common/base64url.h"
+#include "common/dimension.h"
 #include "common/errors.h"
 #include "common/limits.h"
 #include "common/unique_fd.h"
@@ -160,19 +161,6 @@ int DecodeAll(size_t n) {
 
 // ---- the environment systemd gave the unit ----
 
-// "1".."1000", decimal, no sign, no leading zero.
-bool ValidDimension(const char* s, unsigned max, uint16_t* out) {
-  if (s[0] < '1' || s[0] > '9') return false;
-  unsigned v = 0;
-  for (const char* p = s; *p != '\0'; ++p) {
-    if (*p < '0' || *p > '9' || p - s >= 4) return false;
-    v = v * 10 + unsigned(*p - '0');
-  }
-  if (v > max) return false;
-  *out = uint16_t(v);
-  return true;
-}
-
 // An absolute path of printable bytes (no control characters).
 bool ValidHome(const char* s) {
   size_t n = strnlen(s, kMaxHomeBytes + 1);
@@ -228,8 +216,8 @@ int ReadCarried(bool require_size, Carried* c) {
   const char* rows = getenv("LINES");
   if (require_size && (cols == nullptr || rows == nullptr))
     return Fail(kExitWindowSize, "COLUMNS/LINES missing");
-  if ((cols != nullptr && !ValidDimension(cols, limits::kMaxCols, &c->cols)) ||
-      (rows != nullptr && !ValidDimension(rows, limits::kMaxRows, &c->rows)))
+  if ((cols != nullptr && !opencode::ParseDimension(cols, limits::kMaxCols, &c->cols)) ||
+      (rows != nullptr && !opencode::ParseDimension(rows, limits::kMaxRows, &c->rows)))
     return Fail(kExitWindowSize, "COLUMNS/LINES must be decimal 1..1000");
   // Re-spelled from the parsed numbers: canonical either way.
   SetNumber(env_columns, sizeof env_columns, "COLUMNS", c->cols);

@@ -1,6 +1,7 @@
 // Frame codec and START payload: round trips, incremental decoding split at
 // every byte boundary, and every malformed header and payload.
 #include "common/frame.h"
+#include "common/dimension.h"
 
 #include <gtest/gtest.h>
 
@@ -278,5 +279,24 @@ TEST(Signals, AllowlistIsExact) {
   EXPECT_TRUE(SignalName(11).empty());  // SEGV is not something a client may send
 }
 
+}  // namespace
+}  // namespace opencode
+
+// The helpers' --cols/--rows and COLUMNS/LINES spelling (common/dimension.h).
+namespace opencode {
+namespace {
+TEST(Dimension, AcceptsOneToMaxInPlainDecimalOnly) {
+  uint16_t v = 0;
+  EXPECT_TRUE(ParseDimension("1", 1000, &v));
+  EXPECT_EQ(v, 1);
+  EXPECT_TRUE(ParseDimension("1000", 1000, &v));
+  EXPECT_EQ(v, 1000);
+  EXPECT_TRUE(ParseDimension("80", 1000, &v));
+  EXPECT_EQ(v, 80);
+  v = 7;
+  for (const char* bad : {"", "0", "01", "1001", "+1", "-1", " 1", "1 ", "1a", "10000", "99999", "1e3"})
+    EXPECT_FALSE(ParseDimension(bad, 1000, &v)) << '"' << bad << '"';
+  EXPECT_EQ(v, 7) << "untouched on failure";
+}
 }  // namespace
 }  // namespace opencode
