@@ -7,8 +7,10 @@
 // message on a bus that is never connected, sealed and rewound; last the
 // peer's facts for CheckIdentity. The harness keeps its own model of what it
 // appended. Invariants: ReadPropertyMap returns exactly the model (every
-// value with its exact type; a repeated name fails the reply); DecodeIdentity
-// succeeds iff identity.h's rules hold on the model (each property from its
+// value with its exact type; a repeated name fails the reply), and with a
+// set of wanted names exactly the model's wanted entries (a repeated wanted
+// name fails it, other names may repeat); DecodeIdentity succeeds iff
+// identity.h's rules hold on the model of the names it wants (each property from its
 // exact interface with its exact type, InvocationID 16 bytes, no ControlGroup
 // on Unit) and then returns the model's values; CheckIdentity accepts only a
 // live, non-root MainPID of an active/running unit in its cgroup;
@@ -20,6 +22,7 @@
 #include <array>
 #include <bit>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -234,11 +237,28 @@ std::optional<PropValue> AppendVariant(Program& p, sd_bus_message* m) {
 struct Built {
   Message msg;
   std::optional<PropMap> model;
+  bool is_map = false;                 // the body is an a{sv}
+  PropMap first;                       // each name's first value
+  std::map<std::string, int> counts;   // how often each name appeared
 };
+
+// What ReadPropertyMap(m, wanted) must return: the entries of wanted names,
+// or nullopt when the body is not an a{sv} or a wanted name appears twice
+// (other names may repeat: they are skipped, not decoded).
+std::optional<PropMap> FilteredModel(const Built& b, const PropNameSet& wanted) {
+  if (!b.is_map) return std::nullopt;
+  PropMap out;
+  for (const auto& [name, value] : b.first) {
+    if (!wanted.contains(name)) continue;
+    if (b.counts.at(name) > 1) return std::nullopt;
+    out.emplace(name, value);
+  }
+  return out;
+}
 
 // Builds one reply from the program; nullopt if sd-bus refused an append.
 std::optional<Built> BuildReply(Program& p) {
-  Built out{NewMessage(), PropMap{}};
+  Built out{NewMessage(), PropMap{}, false, {}, {}};
   sd_bus_message* m = out.msg.get();
   int shape = static_cast<int>(p.Pick(8));
   if (shape >= 5) {  // not an a{sv} body at all
@@ -257,8 +277,11 @@ std::optional<Built> BuildReply(Program& p) {
         return std::nullopt;
       std::optional<PropValue> v = AppendVariant(p, m);
       if (!v || sd_bus_message_close_container(m) < 0) return std::nullopt;
+      out.first.emplace(name, *v);
+      ++out.counts[name];
       twice |= !out.model->emplace(name, std::move(*v)).second;
     }
+    out.is_map = true;
     if (sd_bus_message_close_container(m) < 0) return std::nullopt;
     // Trailing data after the map is not the decoder's to judge.
     if (shape == 4 && sd_bus_message_append(m, "u", 7u) < 0) return std::nullopt;
@@ -297,14 +320,27 @@ std::optional<Identity> ExpectedIdentity(const std::optional<PropMap>& unit,
   return id;
 }
 
-void CheckPropertyMap(sd_bus_message* m, const std::optional<PropMap>& model) {
+// The names DecodeIdentity wants from each interface (daemon/identity.cc).
+const PropNameSet kUnitWanted = {"ControlGroup", "ActiveState", "SubState", "InvocationID"};
+const PropNameSet kServiceWanted = {"MainPID", "ControlGroup"};
+
+void CheckPropertyMap(const Built& b) {
+  sd_bus_message* m = b.msg.get();
   absl::StatusOr<PropMap> got = ReadPropertyMap(m);
-  FUZZ_CHECK(got.ok() == model.has_value());
+  FUZZ_CHECK(got.ok() == b.model.has_value());
   if (got.ok()) {
-    FUZZ_CHECK(*got == *model);
+    FUZZ_CHECK(*got == *b.model);
     for (const auto& [name, value] : *got) FUZZ_CHECK(!DescribeValue(value).empty());
   }
   FUZZ_CHECK(sd_bus_message_rewind(m, 1) >= 0);
+  // The same reply through the filter, with each interface's wanted names.
+  for (const PropNameSet* wanted : {&kUnitWanted, &kServiceWanted}) {
+    absl::StatusOr<PropMap> some = ReadPropertyMap(m, *wanted);
+    std::optional<PropMap> want = FilteredModel(b, *wanted);
+    FUZZ_CHECK(some.ok() == want.has_value());
+    if (some.ok()) FUZZ_CHECK(*some == *want);
+    FUZZ_CHECK(sd_bus_message_rewind(m, 1) >= 0);
+  }
 }
 
 // GetUnitByPIDFD's (o, s, ay), sometimes with the wrong shape.
@@ -347,11 +383,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::optional<Built> service = BuildReply(p);
   if (!service) return 0;
 
-  CheckPropertyMap(unit->msg.get(), unit->model);
-  CheckPropertyMap(service->msg.get(), service->model);
+  CheckPropertyMap(*unit);
+  CheckPropertyMap(*service);
 
   absl::StatusOr<Identity> got = DecodeIdentity(unit->msg.get(), service->msg.get());
-  std::optional<Identity> want = ExpectedIdentity(unit->model, service->model);
+  std::optional<Identity> want =
+      ExpectedIdentity(FilteredModel(*unit, kUnitWanted), FilteredModel(*service, kServiceWanted));
   FUZZ_CHECK(got.ok() == want.has_value());
   if (!got.ok()) return 0;
   FUZZ_CHECK(got->active_state == want->active_state && got->sub_state == want->sub_state &&
