@@ -179,6 +179,19 @@ fi
 
 # --------------------------------------------- systemd skips / starts the app
 unit_state() { printf '%s/%s/%s' "$(prop $APP ActiveState)" "$(prop $APP SubState)" "$(prop $APP Result)"; }
+# unit_journal_after CURSOR: the messages of $APP and of PID 1 about it after
+# CURSOR. Filtered here: journalctl 252 drops the first matching entry when
+# --after-cursor is combined with matches such as -u.
+unit_journal_after() {
+  journalctl --no-pager --after-cursor="$1" -o json | python3 -c '
+import json, sys
+app = sys.argv[1]
+for line in sys.stdin:
+    e = json.loads(line)
+    if e.get("_SYSTEMD_UNIT") == app or (e.get("_PID") == "1" and e.get("UNIT") == app):
+        m = e.get("MESSAGE")
+        print(m if isinstance(m, str) else bytes(m or []).decode("utf-8", "replace"))' "$APP"
+}
 skipped_with() { # NAME REASON: start the app; it must be skipped (not failed) with REASON in its journal exactly once
   local name=$1 reason=$2 cursor n st
   cursor=$(journalctl -n 0 --show-cursor --no-pager 2>/dev/null | sed -n 's/^-- cursor: //p')
@@ -186,12 +199,12 @@ skipped_with() { # NAME REASON: start the app; it must be skipped (not failed) w
   sleep 0.5
   journalctl --sync 2>/dev/null || true
   st=$(prop $APP ActiveState)/$(prop $APP SubState)
-  n=$(journalctl -u $APP --after-cursor="$cursor" -o cat --no-pager | grep -cF "opencode-pty-verify-readiness: not ready: $reason")
-  skip=$(journalctl -u $APP --after-cursor="$cursor" -o cat --no-pager | grep -cF "Skipped due to 'exec-condition'")
+  n=$(unit_journal_after "$cursor" | grep -cF "opencode-pty-verify-readiness: not ready: $reason")
+  skip=$(unit_journal_after "$cursor" | grep -cF "Skipped due to 'exec-condition'")
   if [ "$rc" -eq 0 ] && [ "$st" = "inactive/dead" ] && ! systemctl -q is-failed $APP && [ "$n" -eq 1 ] && [ "$skip" -eq 1 ]; then
     pass "$name" "systemctl start exit 0, $st, not failed, systemd: skipped due to exec-condition, reason in the unit's journal once"
   else
-    fail "$name" "start exit $rc, state $st, reason lines $n, skip lines $skip: $(journalctl -u $APP --after-cursor="$cursor" -o cat --no-pager | tail -n 3 | tr '\n' ';')"
+    fail "$name" "start exit $rc, state $st, reason lines $n, skip lines $skip: $(unit_journal_after "$cursor" | tail -n 3 | tr '\n' ';')"
   fi
 }
 gate_reset; rm -f "$M"
