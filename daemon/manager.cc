@@ -159,13 +159,7 @@ void Manager::KeepUnproven(const std::string& unit) noexcept {
 
 void Manager::ArmRetry() noexcept {
   if (!retry_timer_ || unproven_.empty() || shutting_down_) return;
-  int enabled = SD_EVENT_OFF;
-  sd_event_source_get_enabled(retry_timer_.get(), &enabled);
-  if (enabled != SD_EVENT_OFF) return;
-  uint64_t now = 0;
-  sd_event_now(event_, CLOCK_MONOTONIC, &now);
-  sd_event_source_set_time(retry_timer_.get(), now + limits::kUnprovenRetryIntervalUsec);
-  sd_event_source_set_enabled(retry_timer_.get(), SD_EVENT_ONESHOT);
+  ArmTimerIfOff(retry_timer_.get(), limits::kUnprovenRetryIntervalUsec);
 }
 
 int Manager::OnRetryTimer(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {

@@ -7,6 +7,7 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
+#include <cstdint>
 #include <memory>
 
 namespace opencode::daemon {
@@ -36,6 +37,16 @@ using EventSourcePtr = std::unique_ptr<sd_event_source, EventSourceDeleter>;
 using BusPtr = std::unique_ptr<sd_bus, BusDeleter>;
 using SlotPtr = std::unique_ptr<sd_bus_slot, SlotDeleter>;
 using MessagePtr = std::unique_ptr<sd_bus_message, MessageDeleter>;
+
+// A one-shot timer source that is off fires `delay_usec` from the loop's now;
+// one that is already armed keeps its time (repeated arming coalesces).
+inline void ArmTimerIfOff(sd_event_source* s, uint64_t delay_usec) noexcept {
+  int enabled = SD_EVENT_OFF;
+  sd_event_source_get_enabled(s, &enabled);
+  if (enabled != SD_EVENT_OFF) return;
+  sd_event_source_set_time_relative(s, delay_usec);
+  sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+}
 
 // sd-event priorities: the PTY data path outranks the bus so output keeps
 // flowing while systemd is slow (as systemd's own ptyfwd does); every source

@@ -112,13 +112,7 @@ void UnitTracker::Remove(const std::string& unit) { watched_.erase(unit); }
 
 void UnitTracker::ArmTick() {
   if (!tick_) return;
-  int enabled = SD_EVENT_OFF;
-  sd_event_source_get_enabled(tick_.get(), &enabled);
-  if (enabled != SD_EVENT_OFF) return;
-  uint64_t now = 0;
-  sd_event_now(event_, CLOCK_MONOTONIC, &now);
-  sd_event_source_set_time(tick_.get(), now + limits::kRequeryIntervalUsec);
-  sd_event_source_set_enabled(tick_.get(), SD_EVENT_ONESHOT);
+  ArmTimerIfOff(tick_.get(), limits::kRequeryIntervalUsec);
 }
 
 int UnitTracker::OnMatchInstalled(sd_bus_message* m, void* userdata,
