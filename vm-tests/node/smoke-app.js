@@ -109,7 +109,7 @@ const cases = {};
 
 // Envelopes, source identity, ownership, helper transfer (cwd) and deletion.
 cases.session = async () => {
-  const s = open('/bin/sh', ['-c', 'id -un; id -u; pwd; tty; stty size; echo "env:$TERM|$HOME|$USER|${COLUMNS-}"; exit 5'],
+  const s = open('/bin/sh', ['-c', 'id -un; id -u; pwd; tty; stty size; echo "env:$TERM|$HOME|$USER|${COLUMNS-}"; read x; exit 5'],
     { cwd: WORK, cols: 120, rows: 40 });
   const st = await withTimeout(s.startedP, 20000, 'started');
   record('envelopes: started has session, unit, invocation, revision, source of the documented shapes',
@@ -131,6 +131,9 @@ cases.session = async () => {
     { started: st && st.source, verifier: process.env.OPENCODE_SMOKE_SOURCE });
   record('ownership: the unit runs as byk (User=)', live.User === 'byk' || live.User === '1000', live);
   record('ownership: the unit is in opencode-pty.slice', live.Slice === 'opencode-pty.slice', live);
+  // The command waits for this line, so the unit above was queried while it ran
+  // (without the wait a fast exit could remove the unit before systemctl show).
+  if (st) s.p.write('\n');
   const ex = await withTimeout(s.exit, 20000, 'exit');
   const out = s.output;
   record('ownership: the command runs as byk (uid 1000)', /\bbyk\r?\n1000\r?\n/.test(out), out);
