@@ -11,9 +11,19 @@ export interface SpawnOptions {
   /** Window size, fixed for the life of the PTY. 1..1000, default 80x24. */
   cols?: number;
   rows?: number;
-  /** Must be absent or empty: the PTY environment is the launcher's fixed
-   *  allowlist. Anything else throws PtyError "env_fixed". */
-  env?: Record<string, never>;
+  /** Absent, {} or process.env itself (node-pty's default): the command's
+   *  environment is always the launcher's fixed allowlist, never this
+   *  process's variables. Any other object throws PtyError "env_fixed". */
+  env?: NodeJS.ProcessEnv | Record<string, never>;
+  /** node-pty's terminal type: only "xterm-256color", the TERM the launcher
+   *  sets; anything else throws PtyError "env_fixed". */
+  name?: 'xterm-256color';
+  /** Only false: XON/XOFF are not intercepted (true throws "not_supported"). */
+  handleFlowControl?: false;
+  /** Windows-only node-pty options: accepted and ignored, as node-pty does on Linux. */
+  useConpty?: boolean;
+  useConptyDll?: boolean;
+  conptyInheritCursor?: boolean;
   /** "utf8" (default): onData gets strings; null: onData gets Buffers. */
   encoding?: 'utf8' | 'utf-8' | null;
   /** Tests only. Default /run/opencode-pty/supervisor.sock. */
@@ -60,6 +70,8 @@ export interface IPty {
   readonly process: string;
   readonly cols: number;
   readonly rows: number;
+  /** Always false: XON/XOFF written by the application are sent as input. */
+  readonly handleFlowControl: false;
   /** From the `started` envelope; null before it. */
   readonly unit: string | null;
   readonly session: string | null;
@@ -67,10 +79,16 @@ export interface IPty {
   readonly revision: string | null;
   readonly source: string | null;
   readonly state: PtyState;
-  /** Output bytes held for the application (no data listener, or paused). */
+  /** Output bytes held for the application (no data listener, or paused;
+   *  after onExit without a data listener, the output nobody read yet). */
   readonly bufferedBytes: number;
 
+  /** A listener's exception is rethrown on the next tick (uncaughtException);
+   *  the module, the other listeners and onExit are not affected. */
   onData(listener: (data: string | Buffer) => void): IDisposable;
+  /** Once the session ended; with a data listener registered, after all held
+   *  output reached it (paused: after resume() or at close()); with none, at
+   *  once (the output stays held for a later listener). */
   onExit(listener: (event: ExitEvent) => void): IDisposable;
   onError(listener: (error: PtyError) => void): IDisposable;
   onStarted(listener: (event: StartedEvent) => void): IDisposable;
@@ -78,8 +96,11 @@ export interface IPty {
   onDrain(listener: () => void): IDisposable;
 
   /** Valid UTF-8 only (strings with lone surrogates and invalid bytes throw
-   *  "bad_utf8"); at most 1 MiB per call; false when unsent input is above
-   *  64 KiB (wait for onDrain); throws "input_queue_full" above 1 MiB. */
+   *  "bad_utf8"); at most 1 MiB per call; a Uint8Array is copied at the call;
+   *  false when unsent input is above 64 KiB (wait for onDrain); throws
+   *  "input_queue_full" above 1 MiB. After the session ended (terminal
+   *  envelope read, failure, or a failed socket write) nothing is sent and it
+   *  returns true; kill/stop/end then do nothing either. */
   write(data: string | Uint8Array): boolean;
   /** Signal name from the allowlist (HUP INT QUIT KILL USR1 USR2 TERM CONT STOP
    *  TSTP WINCH, with or without "SIG"); default "SIGHUP". */
@@ -92,11 +113,16 @@ export interface IPty {
   resume(): void;
   /** Always throws PtyError "not_supported": the window size is fixed at start. */
   resize(cols: number, rows: number): never;
-  /** Close the connection now; the supervisor stops the unit. */
+  /** Close the connection now; the supervisor stops the unit. Held output is
+   *  discarded; a pending onExit fires (error "closed", or the session's own
+   *  ending if it had already ended). */
   close(): void;
+  /** Does nothing (node-pty: Windows only). */
+  clear(): void;
   destroy(): void;
-  /** Resolves once `pattern` matches the output seen since the call (within
-   *  the last `maxBytes` characters); rejects "pattern_timeout" or
+  /** Resolves once `pattern` matches the output decoded since the call
+   *  (within the last `maxBytes` characters; held output is not searched and
+   *  none is taken from data listeners); rejects "pattern_timeout" or
    *  "pattern_not_found" (session ended). */
   waitForOutput(pattern: RegExp, options?: { timeoutMs?: number; maxBytes?: number }): Promise<RegExpExecArray>;
 }

@@ -366,8 +366,11 @@ function inputBytes(data) {
     return Buffer.from(data, 'utf8');
   }
   if (data instanceof Uint8Array) {
-    if (!isValidUtf8(data)) throw new PtyError('bad_utf8', 'write: bytes are not valid UTF-8');
-    return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    // A copy: what is checked is what is sent, whatever the caller does with
+    // its buffer after write() returned.
+    const copy = Buffer.from(data);
+    if (!isValidUtf8(copy)) throw new PtyError('bad_utf8', 'write: bytes are not valid UTF-8');
+    return copy;
   }
   throw new TypeError('write: data must be a string, Buffer or Uint8Array');
 }
@@ -397,7 +400,14 @@ function signalNumber(signal) {
 
 // --------------------------------------------------------------- options ----
 
-const KNOWN_OPTIONS = new Set(['cwd', 'cols', 'rows', 'env', 'encoding', 'socketPath', 'helperPath']);
+const KNOWN_OPTIONS = new Set(['cwd', 'cols', 'rows', 'env', 'name', 'encoding', 'handleFlowControl',
+  'useConpty', 'useConptyDll', 'conptyInheritCursor', 'socketPath', 'helperPath']);
+// node-pty options that only mean something on Windows; node-pty ignores them
+// on Linux and so does this module.
+const WINDOWS_ONLY_OPTIONS = ['useConpty', 'useConptyDll', 'conptyInheritCursor'];
+// The terminal type the launcher sets (launcher/main.cc kTerm); node-pty's
+// `name` is accepted when it asks for exactly this one.
+const FIXED_TERM = 'xterm-256color';
 
 function checkSize(name, v, def, max) {
   if (v === undefined) return def;
@@ -441,14 +451,27 @@ function checkOptions(options) {
   const o = options === undefined ? {} : options;
   if (o === null || typeof o !== 'object') throw new TypeError('spawn: options must be an object');
   for (const key of Object.keys(o)) {
-    if (key === 'name') {
-      throw new PtyError('env_fixed', 'spawn: option "name" is not supported: TERM is fixed by the launcher');
-    }
     if (!KNOWN_OPTIONS.has(key)) throw new TypeError(`spawn: unknown option "${key}"`);
   }
-  if (o.env !== undefined && (o.env === null || typeof o.env !== 'object' || Object.keys(o.env).length > 0)) {
+  if (o.name !== undefined && o.name !== FIXED_TERM) {
     throw new PtyError('env_fixed',
-      'spawn: option "env" must be absent or empty: the PTY environment is a fixed allowlist set by the launcher');
+      `spawn: option "name" must be absent or "${FIXED_TERM}": TERM is fixed by the launcher, got ${JSON.stringify(o.name)}`);
+  }
+  // process.env itself is node-pty's default ("the environment of this
+  // process") and is accepted: the command gets the fixed allowlist instead,
+  // never this process's variables. An object that sets anything else is
+  // refused rather than silently dropped.
+  if (o.env !== undefined && o.env !== process.env &&
+      (o.env === null || typeof o.env !== 'object' || Object.keys(o.env).length > 0)) {
+    throw new PtyError('env_fixed',
+      'spawn: option "env" must be absent, {} or process.env: the PTY environment is a fixed allowlist set by the launcher');
+  }
+  if (o.handleFlowControl !== undefined && o.handleFlowControl !== false) {
+    throw new PtyError('not_supported',
+      'spawn: handleFlowControl is not supported: XON/XOFF written by the application reach the terminal as input; use pause()/resume()');
+  }
+  for (const key of WINDOWS_ONLY_OPTIONS) {
+    if (o[key] !== undefined && typeof o[key] !== 'boolean') throw new TypeError(`spawn: ${key} must be a boolean`);
   }
   if (o.encoding !== undefined && o.encoding !== null && o.encoding !== 'utf8' && o.encoding !== 'utf-8') {
     throw new TypeError('spawn: encoding must be "utf8" or null (Buffers)');
@@ -491,8 +514,18 @@ class Listeners {
       },
     };
   }
+  // A listener's exception never unwinds into the module (the decoder, the
+  // delivery loop, the order of onError and onExit): it is rethrown on the
+  // next tick, where it is an uncaught exception like one from an
+  // EventEmitter listener, and the remaining listeners still run.
   emit(value) {
-    for (const { fn } of this._list.slice()) fn(value);
+    for (const { fn } of this._list.slice()) {
+      try {
+        fn(value);
+      } catch (e) {
+        process.nextTick(() => { throw e; });
+      }
+    }
   }
 }
 
@@ -577,6 +610,11 @@ class Pty {
     this._socketClosed = false;
     this._timer = null;
     this._deliverScheduled = false;
+    this._needDrain = false;      // write() returned false; onDrain is owed
+    this._socketError = null;     // an error after reading began: the close decides
+    this._salvaging = false;
+    this._textDone = false;       // the UTF-8 decoder's tail was flushed or discarded
+    this._watchers = new Set();   // waitForOutput: output decoded since each call
 
     // The approved directory: opened by the application (libuv adds
     // O_CLOEXEC), handed to the helper as fd 4, closed as soon as spawn returns.
@@ -610,26 +648,73 @@ class Pty {
 
   _connect() {
     const opts = this._opts;
-    this._socket = net.createConnection({ path: opts.socketPath });
+    const socket = net.createConnection({ path: opts.socketPath });
+    this._socket = socket;
     // Nothing is read before the helper has exited 0 (docs/PROTOCOL.md section 1).
-    this._socket.pause();
-    this._socket.on('connect', () => this._spawnHelper());
-    this._socket.on('data', (chunk) => this._onChunk(chunk));
-    this._socket.on('drain', () => this._onDrain());
-    this._socket.on('error', (e) => {
+    socket.pause();
+    // Node destroys a socket on any error, a write's EPIPE included, and a
+    // destroyed socket's unread bytes are gone. A write that races the
+    // supervisor's close must not cost the exit envelope: before the handle
+    // closes, what was read and what the kernel holds is kept for decoding.
+    const destroy = socket._destroy;
+    socket._destroy = (err, cb) => {
+      if (err && this._reading && !this._terminal && !this._socketError) this._salvage(socket, err);
+      return destroy.call(socket, err, cb);
+    };
+    socket.on('connect', () => this._spawnHelper());
+    socket.on('data', (chunk) => {
+      if (this._salvaging) return;  // taken by _salvage, in order
+      this._onChunk(chunk);
+    });
+    socket.on('drain', () => this._onDrain());
+    socket.on('error', (e) => {
+      if (this._socketError === e) return;  // salvaged: the close decides
       const code = this.state === 'connecting' ? 'connect_failed' : 'connection_error';
       this._fail(new PtyError(code, `supervisor socket ${opts.socketPath}: ${e.code || e.message}`, { cause: e }));
     });
-    this._socket.on('close', () => this._onClose());
+    socket.on('close', () => this._onClose());
+  }
+
+  // Runs inside the socket's destroy, before its descriptor is closed: moves
+  // the bytes the stream read but did not emit (paused) and, when the peer is
+  // gone (EPIPE, ECONNRESET: it sends nothing more, so the kernel's queue is
+  // finite), the kernel's receive queue into _raw. Writing stops; the close
+  // then decodes them and chooses the terminal event.
+  _salvage(socket, err) {
+    this._socketError = err;
+    this._outbox = [];
+    this._outboxBytes = 0;
+    this._salvaging = true;
+    try {
+      for (let c = socket.read(); c !== null; c = socket.read()) this._raw.push(c);
+    } finally {
+      this._salvaging = false;
+    }
+    const fd = socket._handle ? socket._handle.fd : -1;
+    if ((err.code !== 'EPIPE' && err.code !== 'ECONNRESET') || !Number.isInteger(fd) || fd < 0) return;
+    const buf = Buffer.allocUnsafe(limits.maxOutputPayload);
+    for (;;) {
+      let n;
+      try {
+        n = fs.readSync(fd, buf, 0, buf.length, null);
+      } catch {
+        break;  // EAGAIN (all taken) or the peer's ECONNRESET after its data
+      }
+      if (n === 0) break;
+      this._raw.push(Buffer.from(buf.subarray(0, n)));
+    }
   }
 
   // ---- node-pty-shaped API ----
 
   get pid() { return undefined; }
+  // node-pty's XON/XOFF interception is not done: always false (spawn refuses true).
+  get handleFlowControl() { return false; }
   get bufferedBytes() { return this._bufferedBytes; }
 
   onData(fn) {
-    const d = this._on.data.add(fn, () => this._updateFlow());
+    // Disposing the last data listener may release a held onExit.
+    const d = this._on.data.add(fn, () => { this._updateFlow(); this._scheduleDeliver(); });
     this._scheduleDeliver();
     return d;
   }
@@ -641,12 +726,12 @@ class Pty {
 
   write(data) {
     const bytes = inputBytes(data);
-    this._checkWritable('write');
-    if (this._inputClosed) throw new PtyError('input_closed', 'write: end() was called: input is closed');
-    if (bytes.length === 0) return true;
     if (bytes.length > limits.maxWriteBytes) {
       throw new PtyError('input_too_large', `write: ${bytes.length} bytes in one call (max ${limits.maxWriteBytes})`);
     }
+    if (this._ended()) return true;  // like node-pty: a finished PTY ignores input
+    if (this._inputClosed) throw new PtyError('input_closed', 'write: end() was called: input is closed');
+    if (bytes.length === 0) return true;
     const chunks = chunkUtf8(bytes);
     const frameBytes = bytes.length + chunks.length * limits.frameHeaderBytes;
     if (this._queuedInputBytes() + frameBytes > limits.maxQueuedInputBytes) {
@@ -654,23 +739,24 @@ class Pty {
         `write: ${this._queuedInputBytes()} bytes of input are still unsent (max ${limits.maxQueuedInputBytes}); wait for onDrain`);
     }
     for (const c of chunks) this._send(encodeFrame(FrameType.INPUT, c));
-    return this._queuedInputBytes() < limits.inputHighWaterMark;
+    const room = this._queuedInputBytes() < limits.inputHighWaterMark;
+    if (!room) this._needDrain = true;
+    return room;
   }
 
   kill(signal = 'SIGHUP') {
     const n = signalNumber(signal);
-    this._checkWritable('kill');
+    if (this._ended()) return;
     this._send(encodeFrame(FrameType.SIGNAL, Buffer.of(n)));
   }
 
   stop() {
-    this._checkWritable('stop');
+    if (this._ended()) return;
     this._send(encodeFrame(FrameType.STOP));
   }
 
   end() {
-    this._checkWritable('end');
-    if (this._inputClosed) return;
+    if (this._ended() || this._inputClosed) return;
     this._inputClosed = true;
     this._send(encodeFrame(FrameType.EOF));
   }
@@ -690,11 +776,23 @@ class Pty {
     throw new PtyError('not_supported', 'resize: not supported: window size is fixed at start');
   }
 
+  // node-pty: clears the ConPTY buffer on Windows, a no-op elsewhere. Here too.
+  clear() {}
+
   // Closes the connection at once; the supervisor stops the unit. onExit
   // fires with error.code "closed" (onError does not: it is not a failure).
+  // After the session ended by itself (exit or error envelope, failure) it
+  // keeps that ending; either way held output is discarded and a pending
+  // onExit fires.
   close() {
     if (this._terminal) {
       if (this._socket) this._socket.destroy();
+      this._buffered = [];
+      this._bufferedBytes = 0;
+      this._raw = [];
+      this._closeAfterRaw = false;
+      this._textDone = true;
+      if (!this._exited) setImmediate(() => this._maybeExit());
       return;
     }
     this._terminal = { exitCode: null, signal: null, result: null,
@@ -703,14 +801,17 @@ class Pty {
     this._buffered = [];
     this._bufferedBytes = 0;
     this._raw = [];
+    this._textDone = true;
     setImmediate(() => this._maybeExit());  // listeners run after close() returns
   }
 
   destroy() { this.close(); }
 
-  // Resolves with the match once `pattern` matches the output seen since the
-  // call (a window of the last `maxBytes` characters); rejects on timeout or
-  // when the session ends first. It is a data listener while it waits.
+  // Resolves with the match once `pattern` matches the output decoded since
+  // the call (a window of the last `maxBytes` characters); rejects on timeout
+  // or when the session ends first. It is not a data listener: it sees output
+  // as it arrives and takes none of it (held output stays for onData), so it
+  // neither releases the output bound nor holds back onExit.
   waitForOutput(pattern, { timeoutMs = 10000, maxBytes = 64 * 1024 } = {}) {
     if (!(pattern instanceof RegExp)) throw new TypeError('waitForOutput: pattern must be a RegExp');
     if (pattern.global || pattern.sticky) throw new TypeError('waitForOutput: pattern must not be global or sticky');
@@ -719,27 +820,28 @@ class Pty {
       throw new RangeError(`waitForOutput: maxBytes must be in 1..${limits.maxBufferedOutputBytes}`);
     }
     if (!Number.isInteger(timeoutMs) || timeoutMs < 1) throw new RangeError('waitForOutput: timeoutMs must be a positive integer');
-    if (this._exited) {
+    if (this._terminal) {  // no output can come any more
       return Promise.reject(new PtyError('pattern_not_found', `waitForOutput: the session has ended; ${pattern} was not seen`));
     }
     return new Promise((resolve, reject) => {
       let window = '';
-      let data = null;
       let exit = null;
+      const text = this._text ? new StringDecoder('utf8') : null;
+      const watcher = (payload) => {
+        window += text ? text.write(payload) : payload.toString('latin1');
+        if (window.length > maxBytes) window = window.slice(window.length - maxBytes);
+        const m = pattern.exec(window);
+        if (m) done(resolve, m);
+      };
       const done = (fn, v) => {
         clearTimeout(timer);
-        data.dispose();
+        this._watchers.delete(watcher);
         exit.dispose();
         fn(v);
       };
       const timer = setTimeout(() => done(reject,
         new PtyError('pattern_timeout', `waitForOutput: ${pattern} not seen within ${timeoutMs} ms`)), timeoutMs);
-      data = this.onData((chunk) => {
-        window += typeof chunk === 'string' ? chunk : chunk.toString('latin1');
-        if (window.length > maxBytes) window = window.slice(window.length - maxBytes);
-        const m = pattern.exec(window);
-        if (m) done(resolve, m);
-      });
+      this._watchers.add(watcher);
       exit = this.onExit(() => done(reject,
         new PtyError('pattern_not_found', `waitForOutput: session ended before ${pattern} was seen`)));
     });
@@ -800,6 +902,9 @@ class Pty {
         this._outbox = [];
         this._outboxBytes = 0;
         this._updateFlow();
+        // The kernel may have taken every queued frame at once: the socket
+        // then never emits 'drain', but a write() that returned false is owed one.
+        this._onDrain();
         return;
       }
       const reason = timedOut ? 'timeout'
@@ -877,6 +982,7 @@ class Pty {
         this._fail(new PtyError('protocol_state', 'OUTPUT before the started envelope'));
         return;
       }
+      for (const w of [...this._watchers]) w(payload);
       this._buffered.push(payload);
       this._bufferedBytes += payload.length;
       this._deliver();
@@ -937,10 +1043,16 @@ class Pty {
     if (this._terminal) return;
     if (this._raw.length > 0) {  // frames before the close are still held
       this._closeAfterRaw = true;
+      if (this._socketError) this._decodeRaw();  // salvaged bytes: nobody else starts it
       return;
     }
     if (this._helperFailure) {
       this._fail(this._helperError());
+      return;
+    }
+    if (this._socketError) {
+      const e = this._socketError;
+      this._fail(new PtyError('connection_error', `supervisor socket ${this._opts.socketPath}: ${e.code || e.message}`, { cause: e }));
       return;
     }
     if (this._helper) {  // helper still running: its exit decides
@@ -951,7 +1063,10 @@ class Pty {
   }
 
   _onDrain() {
-    if (this._queuedInputBytes() < limits.inputHighWaterMark) this._on.drain.emit();
+    if (this._needDrain && this._queuedInputBytes() < limits.inputHighWaterMark) {
+      this._needDrain = false;
+      this._on.drain.emit();
+    }
   }
 
   // ---- delivery and flow control ----
@@ -977,8 +1092,17 @@ class Pty {
       }
     }
     if (this._raw.length > 0 && this._bufferedBytes < limits.maxBufferedOutputBytes) this._decodeRaw();
+    if (this._exited && this._bufferedBytes === 0) this._flushText();  // a late listener took the rest
     this._updateFlow();
     this._maybeExit();
+  }
+
+  // The UTF-8 decoder's incomplete last character, once, to the data listeners.
+  _flushText() {
+    if (!this._text || this._textDone) return;
+    this._textDone = true;
+    const rest = this._text.end();
+    if (rest.length > 0) this._on.data.emit(rest);
   }
 
   _updateFlow() {
@@ -992,10 +1116,11 @@ class Pty {
 
   // ---- writing ----
 
-  _checkWritable(what) {
-    if (this._terminal || this._helperFailure) {
-      throw new PtyError('session_ended', `${what}: the session has ended`);
-    }
+  // True once the session has ended or can no longer be written to (its
+  // terminal event is known, the handshake failed, or a write failed):
+  // write/kill/stop/end then do nothing, as node-pty's do on a finished PTY.
+  _ended() {
+    return this._terminal !== null || this._helperFailure !== null || this._socketError !== null;
   }
 
   _queuedInputBytes() {
@@ -1003,6 +1128,7 @@ class Pty {
   }
 
   _send(frame) {
+    if (this._socketError) return;
     if (this._reading) {
       this._socket.write(frame);
     } else {
@@ -1034,16 +1160,17 @@ class Pty {
     if (this._socket) this._socket.destroy();
   }
 
-  // onExit fires once, after every buffered OUTPUT byte reached a data
-  // listener: while output is held (no listener, or paused) it waits.
+  // onExit fires once the session ended. While a data listener is registered
+  // it waits until every held OUTPUT byte reached it (paused: until resume()
+  // or close()). Without a data listener it fires at once, as node-pty's
+  // does, and the held output stays for a listener attached later (or is
+  // dropped by close()).
   _maybeExit() {
-    if (!this._terminal || this._exited || this._bufferedBytes > 0) return;
+    if (!this._terminal || this._exited) return;
+    if (this._bufferedBytes > 0 && this._on.data.size > 0) return;
     this._exited = true;
     this.state = 'exited';
-    if (this._text) {
-      const rest = this._text.end();
-      if (rest.length > 0) this._on.data.emit(rest);
-    }
+    if (this._bufferedBytes === 0) this._flushText();
     const t = this._terminal;
     if (t.error && t.error.code !== 'closed') this._on.error.emit(t.error);
     this._on.exit.emit({ exitCode: t.exitCode, signal: t.signal, result: t.result, error: t.error });

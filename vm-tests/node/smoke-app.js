@@ -421,6 +421,83 @@ cases.sessioncap = async () => {
     { ms: Date.now() - t1, left: sessionUnits().length });
 };
 
+// Issue 14, defect 1: node-pty's most common pattern, spawn + onExit with no
+// onData, gets its exit; the unread output stays for a listener attached later.
+cases.exitonly = async () => {
+  const s = open('/bin/sh', ['-c', 'i=0; while [ $i -lt 200 ]; do echo "unread line $i"; i=$((i+1)); done; exit 9'],
+    { noListener: true });
+  const ex = await withTimeout(s.exit, 20000, 'exit with only an exit listener').catch((e) => ({ timeout: String(e) }));
+  const held = s.p.bufferedBytes;
+  record('exit without a data listener: onExit fires with the exit status (9) although nothing read the output',
+    ex.exitCode === 9 && ex.error === null && s.p.state === 'exited' && held > 0, { exit: ex, held, state: s.p.state });
+  let late = '';
+  s.p.onData((d) => { late += d; });
+  await until(() => late.includes('unread line 199'), 5000);
+  record('exit without a data listener: a listener attached after the exit still gets all of the output',
+    late.includes('unread line 0\r\n') && late.includes('unread line 199') && s.p.bufferedBytes === 0,
+    { bytes: late.length, tail: late.slice(-40) });
+};
+
+// Defect 2: a write that fails because the supervisor already closed (EPIPE)
+// keeps the tail of the output and the exit status. The module is paused, so
+// the output and the exit envelope wait unread in its socket when it writes.
+cases.writerace = async () => {
+  const s = open('/bin/sh', ['-c', 'echo ready; sleep 1; head -c 60000 /dev/zero | tr "\\0" t; echo; echo TAIL-END; exit 7']);
+  await s.p.waitForOutput(/ready/, { timeoutMs: 20000 });
+  s.p.pause();
+  const unit = s.started && s.started.unit;
+  const gone = unit && await unitGone(unit, 20000);
+  await sleep(1000);  // the supervisor sent the exit envelope and closed
+  let threw = null;
+  try {
+    s.p.write('typed after the supervisor closed\r');
+    await sleep(200);
+    s.p.write('and again\r');
+  } catch (e) { threw = e.code || String(e); }
+  const writeError = s.p._socketError && s.p._socketError.code;
+  s.p.resume();
+  const ex = await withTimeout(s.exit, 20000, 'exit');
+  const t = (s.output.match(/t/g) || []).length;
+  record('write race: a write after the supervisor closed (EPIPE) neither throws nor loses the exit status (7) or the output tail',
+    gone && threw === null && (writeError === 'EPIPE' || writeError === 'ECONNRESET') && ex.exitCode === 7 &&
+    ex.error === null && s.output.includes('TAIL-END') && t >= 60000,
+    { unitGone: gone, threw, writeError, exit: ex, ts: t, tail: s.output.slice(-30), errors: s.errors.map((e) => e.code) });
+};
+
+// Defect 3: listeners that throw are reported as uncaught exceptions on a
+// later tick; decoding, delivery and the exit go on.
+cases.throwing = async () => {
+  const caught = [];
+  const onUncaught = (e) => caught.push(e.message);
+  process.on('uncaughtException', onUncaught);
+  try {
+    const s = open('/bin/sh', ['-c', 'i=0; while [ $i -lt 500 ]; do echo "line $i"; i=$((i+1)); done; exit 4']);
+    let dataCalls = 0;
+    s.p.onStarted(() => { s.p.pause(); throw new Error('thrown by onStarted'); });
+    s.p.onData(() => { dataCalls++; throw new Error('thrown by onData'); });
+    // Paused until the command is done: its many OUTPUT frames then come in
+    // few reads, so a listener throws with frames left in the same chunk.
+    await withTimeout(s.startedP, 20000, 'started');
+    await unitGone(s.started.unit, 20000);
+    s.p.resume();
+    const ex = await withTimeout(s.exit, 20000, 'exit');
+    await sleep(100);
+    const fromData = caught.filter((m) => m === 'thrown by onData').length;
+    record('throwing listeners: every output byte and the exit status (4) arrive although onData and onStarted throw',
+      ex.exitCode === 4 && ex.error === null && s.output.includes('line 0\r\n') && s.output.includes('line 499') &&
+      fromData === dataCalls && dataCalls > 0 && caught.includes('thrown by onStarted'),
+      { exit: ex, dataCalls, fromData, onStarted: caught.includes('thrown by onStarted'), tail: s.output.slice(-20) });
+    const e = open('/bin/sh', ['-c', 'exit 0'], { socketPath: '/run/opencode-pty/no-such.sock' });
+    e.p.onError(() => { throw new Error('thrown by onError'); });
+    const eex = await withTimeout(e.exit, 20000, 'exit after a throwing onError').catch((x) => ({ timeout: String(x) }));
+    await sleep(50);
+    record('throwing listeners: a throwing onError listener does not suppress onExit',
+      eex.error && eex.error.code === 'connect_failed' && caught.includes('thrown by onError'), { exit: eex && eex.error && eex.error.code });
+  } finally {
+    process.removeListener('uncaughtException', onUncaught);
+  }
+};
+
 async function main() {
   fs.writeFileSync(OUT, '');
   record('app: runs on the rootfs Node with the module under test', true,

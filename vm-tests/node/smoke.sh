@@ -13,7 +13,7 @@
 . /vm-tests/lib/check.sh
 . /tests/common.sh
 unit_tests=no
-CASES=session,utf8,prelistener,stop,notices,patterns,framing,helper,identity,inflight,handshakes,burst
+CASES=session,utf8,prelistener,stop,notices,patterns,framing,helper,identity,inflight,handshakes,burst,exitonly,writerace,throwing
 while [ $# -gt 0 ]; do
   case "$1" in
     --unit-tests) unit_tests=yes ;;
