@@ -41,6 +41,7 @@ std::string_view ErrorCodeName(ErrorCode code) noexcept {
     case ErrorCode::kUnitStartFailed: return "unit_start_failed";
     case ErrorCode::kUnitPropertyMismatch: return "unit_property_mismatch";
     case ErrorCode::kInputOverflow: return "input_overflow";
+    case ErrorCode::kStopFailed: return "stop_failed";
     case ErrorCode::kInternal: return "internal";
   }
   return "internal";

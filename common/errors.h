@@ -51,6 +51,7 @@ enum class ErrorCode {
   kUnitStartFailed,     // StartTransientUnit failed
   kUnitPropertyMismatch,// systemd ignored or weakened a requested property
   kInputOverflow,       // input queue full (should not happen with a conforming client)
+  kStopFailed,          // StopUnit failed, or the unit did not stop within kStopRequestDeadlineUsec
   kInternal,            // supervisor-side failure; see the journal
 };
 

@@ -32,10 +32,19 @@ inline constexpr size_t kMaxArgs = 1024;
 inline constexpr size_t kMaxArgBytes = 32 * 1024;
 // The launcher passes the whole encoded argv through ONE environment value,
 // which the kernel limits to MAX_ARG_STRLEN = 131072 bytes including its NUL.
-// 64 KiB of raw bytes encode to at most 4*ceil(65536/3) + 2*kMaxArgs = 89,432
-// bytes (base64 + 'a' prefix + separator per argument), leaving 40 KiB spare.
 inline constexpr size_t kMaxArgvTotalBytes = 64 * 1024;
-inline constexpr size_t kMaxEncodedArgvBytes = 4 * ((kMaxArgvTotalBytes + 2) / 3) + 2 * kMaxArgs;
+// The exact maximum of what an accepted argv encodes to, joined by spaces: an
+// argument of l bytes costs 'a' + ceil(4l/3) + one separator, and ceil(4l/3) <=
+// (4l+2)/3 with equality iff l = 1 (mod 3). So n <= kMaxArgs arguments of
+// kMaxArgvTotalBytes in total encode to at most 2n - 1 + (4*total + 2n)/3, and
+// kMaxArgs arguments of 64 bytes (64 = 1 mod 3, 1024 x 64 = 65536) reach it:
+// 90,111 bytes. The launcher refuses more (exit 104) and nothing the supervisor
+// accepts is more (tests/launcher_test.cc, tests/unit_properties_test.cc).
+inline constexpr size_t kMaxEncodedArgvBytes = 2 * kMaxArgs - 1 + (4 * kMaxArgvTotalBytes + 2 * kMaxArgs) / 3;
+static_assert((4 * kMaxArgvTotalBytes + 2 * kMaxArgs) % 3 == 0 &&
+                  kMaxArgvTotalBytes % kMaxArgs == 0 && (kMaxArgvTotalBytes / kMaxArgs) % 3 == 1 &&
+                  kMaxArgvTotalBytes / kMaxArgs <= kMaxArgBytes,
+              "the bound is reached exactly: kMaxArgs arguments of kMaxArgvTotalBytes/kMaxArgs = 1 (mod 3) bytes");
 static_assert(kMaxEncodedArgvBytes + 64 < 131072, "encoded argv must fit MAX_ARG_STRLEN");
 // Start payload: cols(2) rows(2) flags(4) argc(4) then argc * (len(4) bytes).
 inline constexpr size_t kStartFixedBytes = 12;
@@ -98,9 +107,6 @@ inline constexpr size_t kMaxBusCallsInFlight = 64;
 // D-Bus signals (UnitRemoved, JobRemoved, PropertiesChanged) are only hints to
 // re-query; they coalesce into a set of at most this many pending unit names.
 inline constexpr size_t kSignalQueueCapacity = 64;
-// Cleanup queries allowed per unit before the supervisor gives up and logs
-// (each waits for the next hint or deadline tick).
-inline constexpr unsigned kMaxCleanupQueries = 32;
 // Tasks a PTY unit may have (TasksMax=): an interactive shell with a build.
 inline constexpr uint64_t kUnitTasksMax = 512;
 // Concurrent identity lookups over D-Bus are the pending handshakes above.
@@ -125,6 +131,20 @@ inline constexpr uint64_t kShutdownDeadlineUsec = kCleanupDeadlineUsec + 5ULL * 
 // the bus. Each retry costs one UnrefUnit, one StopUnit and a few GetUnit
 // calls per listed unit; listed units count against kMaxSessions.
 inline constexpr uint64_t kUnprovenRetryIntervalUsec = 10ULL * 1000 * 1000;
+// A journal line a peer can trigger (a bus signal, a connection, a unit that
+// will not go) is written at most kPeerLogBurst times per kPeerLogIntervalUsec
+// per call site, then counted and summarised: a flood costs journald ~1 line/s.
+inline constexpr size_t kPeerLogBurst = 10;
+inline constexpr uint64_t kPeerLogIntervalUsec = 10ULL * 1000 * 1000;
+// After a STOP was accepted, the unit must be finished within this time (the
+// StopUnit call, then TimeoutStopSec until SIGKILL, plus margin), or the
+// session ends with the error stop_failed and its unit is reaped.
+inline constexpr uint64_t kStopRequestDeadlineUsec = kBusCallTimeoutUsec + kUnitStopTimeoutUsec + 5ULL * 1000 * 1000;
+// A finished unit's PTY stream reaches EOF within milliseconds (every holder
+// was in the unit's cgroup). If it has not once the unit is reaped, a process
+// outside the unit still holds the stream: after this the supervisor stops
+// waiting, sends the notice output_incomplete and then the exit envelope.
+inline constexpr uint64_t kStreamEofDeadlineUsec = 5ULL * 1000 * 1000;
 // Connections accepted per listener wakeup, so a burst of connects cannot
 // delay running sessions' pumping by more than this many admissions.
 inline constexpr size_t kAcceptBurst = 16;

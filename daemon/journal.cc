@@ -6,8 +6,13 @@
 #include <sys/uio.h>
 #include <systemd/sd-journal.h>
 
+#include <time.h>
+
 #include <array>
 #include <string>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/absl_compat.h"
 
 
 namespace opencode::daemon {
@@ -35,5 +40,36 @@ void Log(int priority, const LogFields& f, std::string_view message) noexcept {
 }
 
 void Log(int priority, std::string_view message) noexcept { Log(priority, LogFields{}, message); }
+
+bool LogLimiter::Allow(uint64_t now_usec, uint64_t* dropped) noexcept {
+  if (!started_ || now_usec - window_start_ >= limits::kPeerLogIntervalUsec) {
+    started_ = true;
+    window_start_ = now_usec;
+    in_window_ = 0;
+  }
+  if (in_window_ >= limits::kPeerLogBurst) {
+    ++dropped_;
+    ++dropped_total_;
+    return false;
+  }
+  ++in_window_;
+  *dropped = dropped_;
+  dropped_ = 0;
+  return true;
+}
+
+void LogLimited(LogLimiter& limiter, int priority, const LogFields& f, std::string_view message) noexcept {
+  struct timespec ts = {};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t now = uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000;
+  uint64_t dropped = 0;
+  if (!limiter.Allow(now, &dropped)) return;
+  if (dropped == 0) return Log(priority, f, message);
+  Log(priority, f, absl::StrCat(AV(message), " (", dropped, " similar entries suppressed)"));
+}
+
+void LogLimited(LogLimiter& limiter, int priority, std::string_view message) noexcept {
+  LogLimited(limiter, priority, LogFields{}, message);
+}
 
 }  // namespace opencode::daemon

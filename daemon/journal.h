@@ -6,9 +6,13 @@
 #include <sys/types.h>
 #include <syslog.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "common/errors.h"
+#include "common/limits.h"
 
 namespace opencode::daemon {
 
@@ -26,5 +30,28 @@ struct LogFields {
 void Log(int priority, const LogFields& f, std::string_view message) noexcept;
 // An entry without session context.
 void Log(int priority, std::string_view message) noexcept;
+
+// One limiter per log line a peer can trigger (a bus signal, a connection):
+// at most kPeerLogBurst entries per kPeerLogIntervalUsec of CLOCK_MONOTONIC;
+// the first entry written after dropped ones says how many were dropped.
+class LogLimiter {
+ public:
+  // True if an entry may be written at `now_usec`; then `*dropped` is the
+  // number of entries refused since the last one written.
+  bool Allow(uint64_t now_usec, uint64_t* dropped) noexcept;
+  uint64_t dropped_total() const noexcept { return dropped_total_; }
+
+ private:
+  uint64_t window_start_ = 0;
+  size_t in_window_ = 0;
+  uint64_t dropped_ = 0;
+  uint64_t dropped_total_ = 0;
+  bool started_ = false;
+};
+
+// Log() through `limiter` (now = CLOCK_MONOTONIC); appends
+// " (N similar entries suppressed)" after a stretch of dropped ones.
+void LogLimited(LogLimiter& limiter, int priority, const LogFields& f, std::string_view message) noexcept;
+void LogLimited(LogLimiter& limiter, int priority, std::string_view message) noexcept;
 
 }  // namespace opencode::daemon

@@ -50,10 +50,12 @@ absl::Status Manager::Start() {
   RETURN_IF_ERROR(tracker_.Init());
   RETURN_IF_ERROR(tracker_.AttachBus(bus, [](absl::Status st) {
     // Without signals the poll tick still finds every state change.
-    Log(LOG_WARNING, absl::StrCat("cannot subscribe to systemd signals: ", st.message()));
+    static LogLimiter limiter;
+    LogLimited(limiter, LOG_WARNING, absl::StrCat("cannot subscribe to systemd signals: ", st.message()));
   }));
   tracker_.SetOnSystemdAppeared([this] {
-    Log(LOG_NOTICE, "systemd appeared on the bus: re-subscribed, re-querying every unit");
+    static LogLimiter limiter;
+    LogLimited(limiter, LOG_NOTICE, "systemd appeared on the bus: re-subscribed, re-querying every unit");
     RetryUnproven();
   });
   return StartCommon();
@@ -135,12 +137,13 @@ void Manager::OnReaped(const std::string& unit, bool retry, absl::Status status)
   // A Reaper may be destroyed from its own completion callback (it touches
   // nothing after calling it); copy the name before erasing it.
   std::string name = unit;
+  static LogLimiter proven_limiter, unproven_limiter;
   if (status.ok()) {
-    Log(LOG_INFO, UnitFields(name),
+    LogLimited(proven_limiter, LOG_INFO, UnitFields(name),
         retry ? "PTY unit on the retry list proven gone" : "leftover PTY unit proven gone");
     unproven_.erase(name);
   } else {
-    Log(LOG_ERR, UnitFields(name),
+    LogLimited(unproven_limiter, LOG_ERR, UnitFields(name),
         absl::StrCat(retry ? "PTY unit on the retry list" : "leftover PTY unit",
                      " still not proven gone: ", status.message()));
     KeepUnproven(name);
@@ -151,8 +154,9 @@ void Manager::OnReaped(const std::string& unit, bool retry, absl::Status status)
 }
 
 void Manager::KeepUnproven(const std::string& unit) noexcept {
+  static LogLimiter limiter;
   if (unproven_.insert(unit).second)
-    Log(LOG_WARNING, UnitFields(unit),
+    LogLimited(limiter, LOG_WARNING, UnitFields(unit),
         absl::StrCat("PTY unit kept on the retry list (", unproven_.size(), " listed)"));
   ArmRetry();
 }
@@ -172,7 +176,8 @@ void Manager::RetryUnproven() noexcept {
   // Reap() may finish synchronously and edit the list: iterate over a copy.
   std::vector<std::string> units(unproven_.begin(), unproven_.end());
   for (const std::string& unit : units) {
-    Log(LOG_NOTICE, UnitFields(unit), "retrying: stopping PTY unit on the retry list");
+    static LogLimiter limiter;
+    LogLimited(limiter, LOG_NOTICE, UnitFields(unit), "retrying: stopping PTY unit on the retry list");
     Reap(unit, /*retry=*/true);
   }
 }

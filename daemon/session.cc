@@ -36,6 +36,7 @@ std::string_view ClientMessage(ErrorCode code) {
     case ErrorCode::kBadUtf8: return "INPUT is not valid UTF-8";
     case ErrorCode::kBadSignal: return "signal not allowed";
     case ErrorCode::kProtocolState: return "frame not allowed in this state";
+    case ErrorCode::kStopFailed: return "systemd did not stop the PTY unit; it is being stopped and reaped";
     case ErrorCode::kInternal: return "supervisor-side failure";
     default: return "malformed frame";
   }
@@ -123,6 +124,21 @@ int Session::OnDeadline(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdat
       if (self->state_ == State::kStarting)
         self->Fail(ErrorCode::kUnitStartFailed, "unit did not start within the deadline");
       break;
+    case Deadline::kStop:
+      // STOP accepted, but systemd never reported the unit finished.
+      if (self->state_ == State::kRunning && !self->exit_)
+        self->Fail(ErrorCode::kStopFailed, "unit did not stop within the deadline");
+      break;
+    case Deadline::kStreamEof:
+      // The unit is finished and reaped, but something outside it still holds
+      // the PTY stream: stop waiting for an EOF that may never come.
+      if (self->state_ == State::kRunning && !self->output_complete_) {
+        self->Notice("output_incomplete");
+        self->output_complete_ = true;
+        self->pump_->DetachPty();
+        self->MaybeSendExit();
+      }
+      break;
     case Deadline::kFlush:
       // The client did not read its last frames: the unit is handled
       // independently, the connection is not worth holding.
@@ -139,8 +155,9 @@ void Session::Notice(std::string_view code, std::string_view signal) noexcept {
   w.Str("code", code);
   if (!signal.empty()) w.Str("signal", signal);
   // The pump only decodes a control frame when a notice fits.
+  static LogLimiter limiter;
   if (!pump_->QueueEnvelope(w.Finish()))
-    Log(LOG_WARNING, Fields(), "notice dropped: envelope queue full");
+    LogLimited(limiter, LOG_WARNING, Fields(), "notice dropped: envelope queue full");
 }
 
 // ------------------------------------------------------------ handshake
@@ -150,7 +167,8 @@ void Session::OnAuthenticated(AuthResult result) noexcept {
   auth_.reset();
   peer_ = std::move(result.peer);
   if (result.code != ErrorCode::kOk) {
-    Log(LOG_WARNING, Fields(result.code), absl::StrCat("connection refused: ", result.why));
+    static LogLimiter limiter;
+    LogLimited(limiter, LOG_WARNING, Fields(result.code), absl::StrCat("connection refused: ", result.why));
     return Fail(result.code, result.why);
   }
   Log(LOG_INFO, Fields(),
@@ -297,8 +315,9 @@ void Session::SendSignal(uint8_t signo) noexcept {
     control_call_.reset();
     pump_->PauseInput(false);
     if (!st.ok()) {
-      Log(LOG_NOTICE, Fields(), absl::StrCat("KillUnit failed: ", st.message()));
-      return;
+      static LogLimiter limiter;
+      LogLimited(limiter, LOG_NOTICE, Fields(), absl::StrCat("KillUnit failed: ", st.message()));
+      return Notice("signal_failed", SignalName(signo));
     }
     Notice("signal_sent", SignalName(signo));
   });
@@ -314,10 +333,13 @@ void Session::RequestStop() noexcept {
   stop_requested_ = true;
   if (monitor_) monitor_->SetPolling(true);
   pump_->PauseInput(true);
+  Arm(Deadline::kStop, limits::kStopRequestDeadlineUsec);
   auto pending = ctx_.systemd->StopUnit(unit_, [this](absl::Status st) {
     control_call_.reset();
     pump_->PauseInput(false);
-    if (!st.ok()) Log(LOG_NOTICE, Fields(), absl::StrCat("StopUnit failed: ", st.message()));
+    // The client was promised an exit: tell it why there is none, and reap
+    // (the reaper stops again and proves the unit gone).
+    if (!st.ok()) return Fail(ErrorCode::kStopFailed, absl::StrCat("StopUnit failed: ", st.message()));
     if (monitor_) monitor_->QueryNow();
   });
   if (!pending.ok()) {
@@ -374,10 +396,14 @@ void Session::BeginReap() noexcept {
 void Session::OnReaped(absl::Status status) noexcept {
   reap_done_ = true;
   unit_proven_gone_ = status.ok();
+  // Reaped while RUNNING (the unit finished): EOF is bounded from here on.
+  if (state_ == State::kRunning && exit_ && !output_complete_ && !terminal_queued_)
+    Arm(Deadline::kStreamEof, limits::kStreamEofDeadlineUsec);
+  static LogLimiter unproven_limiter;
   if (status.ok())
     Log(LOG_INFO, Fields(), "PTY unit proven gone");
   else
-    Log(LOG_ERR, Fields(), absl::StrCat("PTY unit not proven gone: ", status.message()));
+    LogLimited(unproven_limiter, LOG_ERR, Fields(), absl::StrCat("PTY unit not proven gone: ", status.message()));
   MaybeSendExit();
   MaybeFinish();
 }
@@ -387,11 +413,13 @@ void Session::Fail(ErrorCode code, std::string_view detail) noexcept {
     BeginReap();
     return MaybeFinish();
   }
-  Log(code == ErrorCode::kInternal || code == ErrorCode::kUnitStartFailed ||
-              code == ErrorCode::kUnitPropertyMismatch
-          ? LOG_ERR
-          : LOG_WARNING,
-      Fields(code), absl::StrCat("session failed (", AV(ErrorCodeName(code)), "): ", AV(detail)));
+  // A peer can end sessions as fast as it connects: both levels are limited,
+  // separately, so a flood of its own errors cannot hide the supervisor's.
+  static LogLimiter err_limiter, warning_limiter;
+  bool ours = code == ErrorCode::kInternal || code == ErrorCode::kUnitStartFailed ||
+              code == ErrorCode::kUnitPropertyMismatch;
+  LogLimited(ours ? err_limiter : warning_limiter, ours ? LOG_ERR : LOG_WARNING, Fields(code),
+             absl::StrCat("session failed (", AV(ErrorCodeName(code)), "): ", AV(detail)));
   auth_.reset();
   control_call_.reset();
   request_.reset();

@@ -81,7 +81,7 @@ class Session final : private Pump::Delegate {
   const Pump* pump() const noexcept { return pump_.get(); }
 
  private:
-  enum class Deadline { kNone, kStartFrame, kUnitStart, kFlush };
+  enum class Deadline { kNone, kStartFrame, kUnitStart, kStop, kStreamEof, kFlush };
 
   // Pump::Delegate
   void OnStartFrame(std::span<const uint8_t> payload, UniqueFd dir) noexcept override;

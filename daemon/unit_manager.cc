@@ -72,7 +72,44 @@ absl::Status UnitTracker::AttachBus(sd_bus* bus, std::function<void(absl::Status
   if (r < 0) return SdError(r, "match NameOwnerChanged");
   owner_match_.reset(slot);
   bus_ = bus;
+  // After the NameOwnerChanged match: the bus driver answers in order, so a
+  // change after its answer arrives as a signal after the reply.
+  RETURN_IF_ERROR(QueryOwner());
   return Subscribe();
+}
+
+absl::Status UnitTracker::QueryOwner() {
+  sd_bus_message* raw = nullptr;
+  int r = sd_bus_message_new_method_call(bus_, &raw, kBusDriverName, kBusDriverPath,
+                                         kBusDriverName, "GetNameOwner");
+  if (r < 0) return SdError(r, "new GetNameOwner");
+  MessagePtr m(raw);
+  if ((r = sd_bus_message_append(raw, "s", kSystemdService)) < 0) return SdError(r, "append GetNameOwner");
+  ASSIGN_OR_RETURN(owner_query_, CallAsync(bus_, raw, [this](sd_bus_message* reply) {
+                     owner_query_.reset();
+                     const char* owner = nullptr;
+                     if (ReplyStatus(reply).ok() && sd_bus_message_read(reply, "s", &owner) > 0) {
+                       SetOwner(owner);
+                     } else if (ReplyIsError(reply, "org.freedesktop.DBus.Error.NameHasNoOwner")) {
+                       SetOwner("");
+                     } else if (on_error_) {
+                       on_error_(absl::UnavailableError(absl::StrCat(
+                           "GetNameOwner(", kSystemdService, "): ", ReplyStatus(reply).message())));
+                     }
+                   }));
+  return absl::OkStatus();
+}
+
+// A new owner (a restarted or re-executed systemd, or the first answer while
+// units wait) is an appearance: coalesced, it costs one Subscribe, one query
+// per watched unit and one retry of the owner's unproven units.
+void UnitTracker::SetOwner(std::string_view owner) {
+  if (owner == systemd_owner_) return;
+  systemd_owner_ = std::string(owner);
+  if (owner.empty()) return;
+  systemd_appeared_ = true;
+  queue_.RequeryAll();
+  if (defer_) sd_event_source_set_enabled(defer_.get(), SD_EVENT_ONESHOT);
 }
 
 // systemd emits unit signals on the system bus only while someone is
@@ -132,6 +169,27 @@ int UnitTracker::OnMatch(sd_bus_message* m, void* userdata, sd_bus_error* /*erro
 
 void UnitTracker::OnSignal(sd_bus_message* m) noexcept {
   if (m == nullptr) return;
+  // The sender field of a message on a bus is set by the bus daemon, never by
+  // the sending peer; a well-known name in a match rule does not filter it
+  // (sd-bus matches it against any unique sender), and a unicast signal to our
+  // unique name bypasses match rules altogether. So the sender decides here.
+  const char* sender = sd_bus_message_get_sender(m);
+  std::string_view from = sender != nullptr ? sender : "";
+  if (sd_bus_message_is_signal(m, kBusDriverName, "NameOwnerChanged") > 0) {
+    if (from != kBusDriverName) {
+      ++foreign_signals_;
+      return;
+    }
+    const char *name = nullptr, *old_owner = nullptr, *new_owner = nullptr;
+    if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) <= 0) return;
+    if (std::strcmp(name, kSystemdService) != 0) return;
+    SetOwner(new_owner);
+    return;
+  }
+  if (systemd_owner_.empty() || from != systemd_owner_) {
+    ++foreign_signals_;
+    return;
+  }
   std::string unit;
   if (sd_bus_message_is_signal(m, kManagerInterface, "UnitRemoved") > 0) {
     const char* id = nullptr;
@@ -149,16 +207,6 @@ void UnitTracker::OnSignal(sd_bus_message* m) noexcept {
     if (path == nullptr || sd_bus_path_decode(path, kUnitPathPrefix, &decoded) <= 0) return;
     unit = decoded;
     free(decoded);
-  } else if (sd_bus_message_is_signal(m, "org.freedesktop.DBus", "NameOwnerChanged") > 0) {
-    const char *name = nullptr, *old_owner = nullptr, *new_owner = nullptr;
-    if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) <= 0) return;
-    if (std::strcmp(name, kSystemdService) != 0 || new_owner[0] == '\0') return;
-    // Coalesced: any number of these costs one Subscribe, one query per
-    // watched unit and one retry of the owner's unproven units.
-    systemd_appeared_ = true;
-    queue_.RequeryAll();
-    if (defer_) sd_event_source_set_enabled(defer_.get(), SD_EVENT_ONESHOT);
-    return;
   } else {
     return;
   }
@@ -315,10 +363,8 @@ void Reaper::Query() noexcept {
     requery_ = true;
     return;
   }
-  if (queries_ >= limits::kMaxCleanupQueries)
-    return Finish(absl::DeadlineExceededError(absl::StrCat(
-        unit_, " still loaded after ", queries_, " queries",
-        last_error_.ok() ? "" : absl::StrCat(" (", last_error_.message(), ")"))));
+  // No count ends the proof: hints come only from systemd and coalesce to one
+  // query in flight plus one pending; the cleanup deadline is the bound.
   requery_ = false;
   ++queries_;
   auto pending = api_->QueryGone(unit_, [this](absl::StatusOr<bool> gone) {

@@ -1,9 +1,13 @@
 // Watching PTY units over D-Bus: signals (UnitRemoved, JobRemoved,
 // PropertiesChanged) become hints in one bounded coalescing queue, and hints
-// only ever trigger re-queries by the unit's watcher. Invariant: nothing here
+// only ever trigger re-queries by the unit's watcher. Invariants: nothing here
 // concludes anything from a signal; a unit is "finished" or "gone" only by the
-// answer of an explicit query (UnitMonitor, Reaper), so a forged signal from
-// any sender costs at most one query per watched unit and proves nothing.
+// answer of an explicit query (UnitMonitor, Reaper). A signal counts as a hint
+// only from systemd's current unique name (learnt from the bus driver with
+// GetNameOwner and NameOwnerChanged), and NameOwnerChanged only from the bus
+// driver itself: a unicast signal any local peer sends to our unique name
+// costs one comparison and nothing else. Hints never spend a Reaper's budget
+// (only time does).
 #pragma once
 
 #include <systemd/sd-bus.h>
@@ -49,6 +53,11 @@ class UnitTracker {
   absl::Status AttachBus(sd_bus* bus, std::function<void(absl::Status)> on_error);
   void SetOnSystemdAppeared(std::function<void()> cb) { on_systemd_appeared_ = std::move(cb); }
   size_t systemd_appearances() const noexcept { return systemd_appearances_; }
+  // systemd's unique name as last told by the bus driver ("" while unknown or
+  // absent: then no signal is a hint and only the poll tick re-queries).
+  const std::string& systemd_owner() const noexcept { return systemd_owner_; }
+  // Signals dropped because of their sender (for tests and STATUS=).
+  uint64_t foreign_signals() const noexcept { return foreign_signals_; }
 
   // One watched unit; destroying it unregisters.
   class Watch {
@@ -86,6 +95,8 @@ class UnitTracker {
   void Remove(const std::string& unit);
   void ArmTick();
   absl::Status Subscribe();
+  absl::Status QueryOwner();
+  void SetOwner(std::string_view owner);
 
   sd_event* event_;
   HintQueue queue_;
@@ -99,6 +110,9 @@ class UnitTracker {
   std::function<void()> on_systemd_appeared_;
   bool systemd_appeared_ = false;
   size_t systemd_appearances_ = 0;
+  std::string systemd_owner_;
+  Pending owner_query_;
+  uint64_t foreign_signals_ = 0;
 };
 
 // Re-queries one unit's properties whenever told to (hint, tick, or the owner's
@@ -127,8 +141,9 @@ class UnitMonitor final : public UnitWatcher {
 };
 
 // Stops a unit and proves it gone: UnrefUnit -> StopUnit("replace") -> GetUnit
-// until org.freedesktop.systemd1.NoSuchUnit, re-asking on hints and ticks, at
-// most kMaxCleanupQueries times and within kCleanupDeadlineUsec.
+// until org.freedesktop.systemd1.NoSuchUnit, re-asking on hints and ticks
+// (at most one query in flight plus one pending), and giving up only at
+// kCleanupDeadlineUsec: time, never the number of hints, ends the proof.
 class Reaper final : public UnitWatcher {
  public:
   // OK: proven gone. Otherwise why not (the owner logs it).

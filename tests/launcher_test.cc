@@ -521,6 +521,60 @@ TEST_F(LauncherTest, ArgvAtEveryBoundIsAccepted) {
   EXPECT_EQ(ReadReport().args, argv);
 }
 
+// The largest encoded argv an accepted start frame can produce: kMaxArgs
+// arguments of 1 (mod 3) bytes each, kMaxArgvTotalBytes in total (the probe's
+// path is padded with leading slashes to 1 mod 3). It joins to exactly
+// kMaxEncodedArgvBytes (common/limits.h).
+std::vector<std::string> LargestEncodedArgv() {
+  std::vector<std::string> argv = {PROBE_PATH};
+  while (argv[0].size() % 3 != 1) argv[0].insert(0, "/");
+  size_t rest = limits::kMaxArgvTotalBytes - argv[0].size();
+  size_t parts = limits::kMaxArgs - 1;
+  size_t triples = (rest - parts) / 3;  // every part is 1 + 3k bytes
+  for (size_t i = 0; i < parts; ++i)
+    argv.push_back(std::string(1 + 3 * (triples / parts + (i < triples % parts ? 1 : 0)), char('a' + i % 26)));
+  return argv;
+}
+
+size_t JoinedSize(const std::vector<std::string>& tokens) {
+  size_t n = tokens.size() - 1;
+  for (const auto& t : tokens) n += t.size();
+  return n;
+}
+
+TEST_F(LauncherTest, EncodedArgvAtTheExactMaximumIsAccepted) {
+  std::vector<std::string> argv = LargestEncodedArgv();
+  size_t total = 0;
+  for (const auto& a : argv) total += a.size();
+  ASSERT_EQ(argv.size(), limits::kMaxArgs);
+  ASSERT_EQ(total, limits::kMaxArgvTotalBytes);
+  std::vector<std::string> tokens = Encode(argv);
+  ASSERT_EQ(JoinedSize(tokens), limits::kMaxEncodedArgvBytes);
+  Outcome o = Run(tokens);
+  EXPECT_EQ(o.code(), 0) << o.output.substr(0, 300);
+  EXPECT_EQ(ReadReport().args, argv);
+}
+
+TEST_F(LauncherTest, EncodedArgvOnePastTheMaximumIsRefused) {
+  std::vector<std::string> tokens = Encode(LargestEncodedArgv());
+  tokens.back() += "A";  // one byte more than any accepted argv encodes to
+  ASSERT_EQ(JoinedSize(tokens), limits::kMaxEncodedArgvBytes + 1);
+  Outcome o = Run(tokens);
+  EXPECT_EQ(o.code(), kEncodedTooLong) << o.output.substr(0, 300);
+  EXPECT_NE(o.output.find("encoded arguments too long"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir_ + "/probe-report"));
+}
+
+TEST_F(LauncherTest, EchoWith1023ArgumentsOf64BytesRuns) {
+  // Issue #21 point 5: inside kMaxArgs and kMaxArgvTotalBytes, refused with
+  // 104 while kMaxEncodedArgvBytes was 89,432.
+  std::vector<std::string> argv = {"/bin/echo"};
+  for (int i = 0; i < 1023; ++i) argv.push_back(std::string(64, char('a' + i % 26)));
+  Outcome o = Run(Encode(argv));
+  EXPECT_EQ(o.code(), 0) << o.output.substr(0, 300);
+  EXPECT_NE(o.output.find(std::string(64, 'z')), std::string::npos);
+}
+
 TEST_F(LauncherTest, CommandRunsOnATerminalInTheDirectoryWithTheFixedEnvironment) {
   std::ofstream(dir_ + "/evil-env") << "touch " << dir_ << "/env-ran\n";
   // Leaked duplicates of the stream and the directory must not reach the command.

@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/base64url.h"
+
 #include "common/envelope.h"
 #include "common/frame.h"
 #include "common/limits.h"
@@ -254,6 +256,85 @@ TEST_F(SessionTest, StopRequestStopsTheUnit) {
   EXPECT_EQ(Code(notice), "stopping");
 }
 
+// ---- errors that used to vanish (issue #21 point 6)
+
+TEST_F(SessionTest, FailedKillUnitSendsSignalFailed) {
+  reader.fd = client.get();
+  ToRunning();
+  std::string f;
+  AppendFrame(FrameType::kSignal, std::string_view("\x0f", 1), &f);
+  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("KillUnit") != nullptr; }));
+  systemd.Answer("KillUnit", absl::UnavailableError("org.freedesktop.DBus.Error.NoReply: timeout"));
+  ASSERT_TRUE(Wait([&] {
+    reader.Drain();
+    return reader.events.size() == 2;
+  }, 2000));
+  Envelope notice;
+  ASSERT_EQ(ParseEnvelope(reader.events[1], &notice), ErrorCode::kOk);
+  EXPECT_EQ(notice.type, "notice");
+  EXPECT_EQ(Code(notice), "signal_failed");
+  EXPECT_EQ(std::get<std::string>(notice.fields["signal"]), "TERM");
+  EXPECT_EQ(session->state(), Session::State::kRunning) << "the session goes on";
+}
+
+TEST_F(SessionTest, FailedStopUnitEndsWithStopFailedAndReaps) {
+  reader.fd = client.get();
+  ToRunning();
+  std::string f;
+  AppendFrame(FrameType::kStop, std::string_view(), &f);
+  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
+  systemd.Answer("StopUnit", absl::UnavailableError("org.freedesktop.DBus.Error.NoReply: timeout"));
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("UnrefUnit") != nullptr; }, 2000))
+      << "the reaper stops again and proves";
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  Envelope e = Terminal();
+  EXPECT_EQ(e.type, "error");
+  EXPECT_EQ(Code(e), "stop_failed");
+}
+
+TEST_F(SessionTest, StopThatNeverFinishesEndsAtTheStopDeadline) {
+  reader.fd = client.get();
+  ToRunning();
+  std::string f;
+  AppendFrame(FrameType::kStop, std::string_view(), &f);
+  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
+  systemd.Answer("StopUnit", absl::OkStatus());
+  // systemd keeps saying "active" (a stop that hangs).
+  ASSERT_TRUE(Wait([&] {
+    while (systemd.Pending_("QueryUnit")) systemd.AnswerSnapshot(GoodSnapshot(request));
+    return systemd.Pending_("UnrefUnit") != nullptr;
+  }, static_cast<int>(limits::kStopRequestDeadlineUsec / 1000) + 3000));
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  EXPECT_EQ(Code(Terminal()), "stop_failed");
+}
+
+TEST_F(SessionTest, FinishedUnitWhoseStreamNeverEndsGetsOutputIncompleteThenExit) {
+  reader.fd = client.get();
+  ToRunning();  // the test keeps the unit's end of the stream open: no EOF
+  std::string f;
+  AppendFrame(FrameType::kStop, std::string_view(), &f);
+  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
+  systemd.Answer("StopUnit", absl::OkStatus());
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
+  ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), CLD_KILLED, SIGTERM, "success")));
+  CompleteReap();
+  ASSERT_TRUE(Wait([&] { return !reader.Drain(); },
+                   static_cast<int>(limits::kStreamEofDeadlineUsec / 1000) + 3000));
+  ASSERT_GE(reader.events.size(), 3u);
+  Envelope notice;
+  ASSERT_EQ(ParseEnvelope(reader.events[reader.events.size() - 2], &notice), ErrorCode::kOk);
+  EXPECT_EQ(Code(notice), "output_incomplete");
+  Envelope exit = Terminal();
+  EXPECT_EQ(exit.type, "exit");
+  EXPECT_EQ(std::get<std::string>(exit.fields["signal"]), "TERM");
+}
+
 TEST_F(SessionTest, PropertyMismatchRefusesAndStopsTheUnit) {
   reader.fd = client.get();
   Begin();
@@ -475,6 +556,65 @@ TEST_F(SessionTest, ArgvLimitsThroughTheSession) {
       return !reader.Drain();
     }));
     EXPECT_EQ(Code(Terminal()), c.code);
+    session.reset();
+  }
+}
+
+TEST_F(SessionTest, ArgvAtTheExactEncodedMaximumStartsAndOneByteMoreIsRefused) {
+  // kMaxArgs x 64 bytes = kMaxArgvTotalBytes, which encodes to exactly
+  // kMaxEncodedArgvBytes: the unit is started. One raw byte more never
+  // reaches systemd: with kMaxArgs arguments the frame is above
+  // kMaxStartPayload (frame_too_large, from its header); with one argument
+  // fewer (4 header bytes less) it is argv_too_long.
+  auto frame = [](size_t argc, size_t total) {
+    std::string p;
+    auto u16 = [&](uint16_t v) { p.push_back(char(v >> 8)); p.push_back(char(v)); };
+    auto u32 = [&](uint32_t v) { for (int s = 24; s >= 0; s -= 8) p.push_back(char(v >> s)); };
+    u16(80); u16(24); u32(0); u32(static_cast<uint32_t>(argc));
+    for (size_t i = 0; i < argc; ++i) {
+      size_t len = total / argc + (i < total % argc ? 1 : 0);
+      u32(static_cast<uint32_t>(len));
+      p.append(len, 'a');
+    }
+    std::string f;
+    AppendFrame(FrameType::kStart, p, &f);
+    return f;
+  };
+  struct C { size_t argc, total; const char* code; } cases[] = {
+      {limits::kMaxArgs, limits::kMaxArgvTotalBytes, nullptr},
+      {limits::kMaxArgs, limits::kMaxArgvTotalBytes + 1, "frame_too_large"},
+      {limits::kMaxArgs - 1, limits::kMaxArgvTotalBytes + 1, "argv_too_long"},
+  };
+  for (const C& c : cases) {
+    SCOPED_TRACE(c.total);
+    TearDown();
+    SetUp();
+    reader = ClientReader(client.get());
+    size_t starts = systemd.Count("StartUnit");
+    Begin();
+    std::string f = frame(c.argc, c.total);
+    UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ssize_t n = SendWithFd(client.get(), f.data(), f.size(), dir.get());
+    ASSERT_GT(n, 0);
+    size_t off = static_cast<size_t>(n);
+    ASSERT_TRUE(Wait([&] {
+      if (off < f.size()) {
+        ssize_t m = send(client.get(), f.data() + off, f.size() - off, MSG_NOSIGNAL);
+        if (m > 0) off += static_cast<size_t>(m);
+      }
+      return c.code == nullptr ? systemd.Pending_("StartUnit") != nullptr : !reader.Drain();
+    }));
+    if (c.code == nullptr) {
+      const auto& argv = systemd.Pending_("StartUnit")->request->argv;
+      EXPECT_EQ(argv.size(), limits::kMaxArgs);
+      size_t joined = argv.size() - 1;
+      for (const auto& a : argv) joined += EncodedArgLength(a.size());
+      EXPECT_EQ(joined, limits::kMaxEncodedArgvBytes);
+      systemd.Answer("StartUnit", absl::UnavailableError("test: not started"));
+    } else {
+      EXPECT_EQ(Code(Terminal()), c.code);
+      EXPECT_EQ(systemd.Count("StartUnit"), starts);
+    }
     session.reset();
   }
 }

@@ -50,18 +50,29 @@ struct CountingWatcher final : UnitWatcher {
   int hints = 0;
 };
 
+// The bus driver names :1.1 as systemd; only its signals are hints.
+void AnnounceSystemd(UnitTracker& tracker, MessageFactory& f) {
+  auto m = f.Signal("/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged",
+                    "org.freedesktop.DBus", [](sd_bus_message* s) {
+                      sd_bus_message_append(s, "sss", "org.freedesktop.systemd1", "", ":1.1");
+                    });
+  tracker.OnSignal(m.get());
+  tracker.DispatchHints();
+}
+
 TEST(UnitTracker, FloodThroughTheMatchHandlerIsBoundedAndEveryoneReQueries) {
   auto event = testing::NewEvent();
   UnitTracker tracker(event.get(), /*capacity=*/1);
   ASSERT_TRUE(tracker.Init().ok());
+  MessageFactory f;
+  AnnounceSystemd(tracker, f);
   CountingWatcher a, b;
   auto wa = tracker.Add(UnitName(1), &a);
   auto wb = tracker.Add(UnitName(2), &b);
   ASSERT_TRUE(wa.ok() && wb.ok());
-  MessageFactory f;
   for (int i = 0; i < 10000; ++i) {
     auto m = f.Signal("/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
-                      "UnitRemoved", ":1.999", [&](sd_bus_message* s) {
+                      "UnitRemoved", ":1.1", [&](sd_bus_message* s) {
                         sd_bus_message_append(s, "so", UnitName(1 + i % 2).c_str(), "/x");
                       });
     tracker.OnSignal(m.get());
@@ -80,10 +91,11 @@ TEST(UnitTracker, SignalsForUnwatchedOrForeignUnitsCostNothing) {
   UnitTracker tracker(event.get(), 1);
   ASSERT_TRUE(tracker.Init().ok());
   MessageFactory f;
+  AnnounceSystemd(tracker, f);
   for (const char* unit : {"opencode-pty-supervisor.service", "sshd.service",
                            "opencode-pty-0123456789abcdef0123456789abcdef.service"}) {
     auto m = f.Signal("/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
-                      "UnitRemoved", ":1.999",
+                      "UnitRemoved", ":1.1",
                       [&](sd_bus_message* s) { sd_bus_message_append(s, "so", unit, "/x"); });
     tracker.OnSignal(m.get());
   }

@@ -105,6 +105,29 @@ TEST(UnitProperties, StartTransientUnitMessageHasTheFixedSet) {
   }
 }
 
+TEST(UnitProperties, LargestAcceptedArgvEncodesToExactlyTheLaunchersBound) {
+  // kMaxArgs arguments of kMaxArgvTotalBytes / kMaxArgs bytes: what the start
+  // frame decoder accepts at its limits, encoded as ExecStart= carries it.
+  UnitRequest req = Request();
+  req.argv.assign(limits::kMaxArgs, std::string(limits::kMaxArgvTotalBytes / limits::kMaxArgs, 'x'));
+  const ExecCommand* exec = nullptr;
+  std::vector<PropertySpec> specs = BuildPropertySpecs(req);
+  for (const auto& spec : specs)
+    if (std::string(spec.name) == "ExecStart") exec = &std::get<std::vector<ExecCommand>>(spec.value).at(0);
+  ASSERT_NE(exec, nullptr);
+  ASSERT_EQ(exec->argv.size(), limits::kMaxArgs + 1);  // the launcher's own argv[0] first
+  size_t joined = exec->argv.size() - 2;                // separators between the encoded arguments
+  for (size_t i = 1; i < exec->argv.size(); ++i) joined += exec->argv[i].size();
+  EXPECT_EQ(joined, limits::kMaxEncodedArgvBytes);
+  // Any other split of the same bytes encodes to no more.
+  for (size_t each : {1u, 2u, 3u, 63u, 65u, 100u}) {
+    req.argv.assign(std::min(limits::kMaxArgs, limits::kMaxArgvTotalBytes / each), std::string(each, 'y'));
+    size_t n = req.argv.size() - 1;
+    for (const auto& a : req.argv) n += EncodedArgLength(a.size());
+    EXPECT_LE(n, limits::kMaxEncodedArgvBytes) << each;
+  }
+}
+
 TEST(UnitProperties, SpecValues) {
   std::map<std::string, PropValue> v;
   for (const auto& s : BuildPropertySpecs(Request())) v[s.name] = s.value;

@@ -368,6 +368,49 @@ wait $ctlpid
 expect "the session survives forged signals and exits normally" forge 't.get("type") == "exit" and t["code"] == 0'
 check "forged session: unit proven gone" gone "$u"
 
+# --- a flood of forged signals unicast to the supervisor (issue #21 point 1) ----------------------
+# An unprivileged user (nobody) floods forged NameOwnerChanged(systemd1) +
+# UnitRemoved unicast to the supervisor's unique name while a session whose
+# command ignores TERM and HUP is closed (its unit needs SIGKILL, 5 s): nothing
+# may be re-subscribed, the reaper must prove the unit gone, and the journal
+# must not grow with the flood.
+rm -f "$RUN/flood-ready" "$RUN/flood-done"
+ctl flood '{"argv":["sh","-c","trap \"\" TERM HUP; echo flood-ready; while :; do sleep 1; done"],"timeout":60,
+  "steps":[{"expect":"started"},{"expect":"flood-ready"},{"touch":"/run/opencode-test/flood-ready"},
+  {"wait_file":"/run/opencode-test/flood-done","timeout":50}]}' &
+ctlpid=$!
+wait_for 20 test -e "$RUN/flood-ready"
+u=$(session_units | head -n1)
+sup=$(supervisor_pid)
+dest=$(busctl --system list --unique --no-legend --no-pager | awk -v p="$sup" '$2 == p { print $1 }' | head -n1)
+echo "supervisor pid $sup, unique name $dest, unit $u"
+cursor=$(journal_cursor)
+runuser -u nobody -- python3 "$here/flood.py" "$dest" "$u" 15 > "$tmp/flood.out" 2>&1 &
+floodpid=$!
+sleep 2
+touch "$RUN/flood-done"   # the stand-in closes the connection: the supervisor stops the unit
+wait $ctlpid
+flood_sent() { cat "$1"; grep -q "^flood: sent [1-9]" "$1"; }
+flood_no_appearance() { n=$(sup_journal "$1" | grep -c "systemd appeared on the bus"); echo "appeared lines: $n"; [ "$n" -eq 0 ]; }
+flood_nothing_unproven() {
+  n=$(sup_journal "$1" | grep -c -e "not proven gone" -e "retry list"); echo "lines: $n"
+  st=$(systemctl show -P StatusText opencode-pty-supervisor.service); echo "$st"
+  [ "$n" -eq 0 ] && [ "$st" = "0 sessions, 0 handshakes" ]
+}
+flood_lines_bounded() {
+  sup_journal "$1" > "$tmp/flood-journal.txt"; cp "$tmp/flood-journal.txt" /results/flood-journal.txt
+  n=$(wc -l < "$tmp/flood-journal.txt"); sort "$tmp/flood-journal.txt" | uniq -c | sort -rn | head -n 8
+  echo "supervisor lines: $n"; [ "$n" -le 30 ]
+}
+wait $floodpid
+check "flood: the flooder (nobody) ran and sent signals" flood_sent "$tmp/flood.out"
+check "flood: the unit is proven gone by the reaper (journal)" wait_for 30 sup_journal_has "$cursor" "^PTY unit proven gone" "$u"
+check "flood: GetUnit says the unit is gone" gone "$u"
+check "flood: 0 re-subscriptions (no 'systemd appeared on the bus')" flood_no_appearance "$cursor"
+check "flood: nothing not proven gone, nothing on the retry list" flood_nothing_unproven "$cursor"
+check "flood: the supervisor's journal lines during the flood are bounded (<= 30)" flood_lines_bounded "$cursor"
+check "flood: the supervisor is the same process" sh -c '[ "$(systemctl show -P MainPID opencode-pty-supervisor.service)" = "$1" ]' - "$sup"
+
 # --- daemon-reload during a live session ---------------------------------------------------------------
 rm -f "$RUN/reload-ready" "$RUN/reload-done"
 ctl reload '{"argv":["sh","-c","read x; echo after-reload:$x"],"steps":[{"expect":"started"},{"touch":"/run/opencode-test/reload-ready"},
