@@ -133,7 +133,13 @@ cases.session = async () => {
   record('ownership: the unit is in opencode-pty.slice', live.Slice === 'opencode-pty.slice', live);
   // The command waits for this line, so the unit above was queried while it ran
   // (without the wait a fast exit could remove the unit before systemctl show).
-  if (st) s.p.write('\n');
+  // It is typed once the command printed everything: the terminal echoes it,
+  // and typed earlier that echo lands between the lines checked below (2 of 10
+  // runs: "byk\r\n\r\n1000").
+  if (st) {
+    await until(() => /env:[^\n]*\n/.test(s.output), 20000);
+    s.p.write('\n');
+  }
   const ex = await withTimeout(s.exit, 20000, 'exit');
   const out = s.output;
   record('ownership: the command runs as byk (uid 1000)', /\bbyk\r?\n1000\r?\n/.test(out), out);
