@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/envelope.h"
+#include "common/launch.h"
 #include "common/limits.h"
 #include "daemon/absl_compat.h"
 #include "daemon/identity.h"
@@ -272,6 +273,12 @@ void Session::OnStarting(const UnitSnapshot& snapshot) noexcept {
                                          snapshot.service, ctx_.systemd->UniqueName());
   if (!verified.ok()) return Fail(ErrorCode::kUnitPropertyMismatch, SV(verified.message()));
   request_.reset();  // argv is no longer needed
+  // The gate: the launcher waits for this byte before it execs anything, and
+  // it is the first byte on the stream, before any of the client's input (the
+  // pump is attached below). A fresh stream's send buffer is empty: one byte
+  // always fits.
+  if (send(pty_stream_.get(), &kLaunchGoByte, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
+    return Fail(ErrorCode::kInternal, "cannot send the launcher its go");
 
   EnvelopeWriter w("started");
   w.Str("session", id_)

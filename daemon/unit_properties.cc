@@ -99,6 +99,12 @@ std::vector<PropertySpec> BuildPropertySpecs(const UnitRequest& req) {
   using I = Interface;
   // Every line's reason is in docs/SECURITY.md ("PTY unit properties").
   return {
+      // First, so a refusal names the drop-in rather than the first property
+      // it changed: no drop-in (service.d/, opencode-pty-.service.d/, ...)
+      // added anything the table does not read, and the unit is the transient
+      // file systemd wrote from this request.
+      {"DropInPaths", std::vector<std::string>{}, I::kUnit, false},
+      {"FragmentPath", absl::StrCat("/run/systemd/transient/", req.unit_name), I::kUnit, false},
       {"Description", absl::StrCat("opencode PTY session ", req.session_id), I::kUnit},
       {"CollectMode", std::string("inactive-or-failed"), I::kUnit},
       {"Slice", std::string(kSessionSlice), I::kService},
@@ -125,6 +131,12 @@ std::vector<PropertySpec> BuildPropertySpecs(const UnitRequest& req) {
       {"Id", req.unit_name, I::kUnit, false},
       {"LoadState", std::string("loaded"), I::kUnit, false},
       {"Transient", true, I::kUnit, false},
+      // What systemd 252 and 257 report for descriptor stdio (the descriptors
+      // themselves are no property): a drop-in's StandardInput=tty or
+      // StandardOutput=file:... would read back differently.
+      {"StandardInput", std::string("null"), I::kService, false},
+      {"StandardOutput", std::string("journal"), I::kService, false},
+      {"StandardError", std::string("inherit"), I::kService, false},
   };
 }
 

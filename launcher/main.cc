@@ -12,6 +12,7 @@
 // Inner mode:   /proc/self/fd/3 --exec        (run by /bin/sh inside script's PTY)
 
 #include <fcntl.h>
+#include <poll.h>
 #include <limits.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -30,6 +31,7 @@
 #include "common/base64url.h"
 #include "common/dimension.h"
 #include "common/errors.h"
+#include "common/launch.h"
 #include "common/limits.h"
 #include "common/unique_fd.h"
 
@@ -65,6 +67,7 @@ enum Exit : int {
   kExitNotTty = 120,         // --exec: fd 0, 1 or 2 is not a terminal
   kExitWinsize = 121,        // --exec: TIOCSWINSZ failed
   kExitSignals = 122,        // --exec: signal mask/dispositions could not be reset
+  kExitNoGo = 123,           // the stream ended (or carried another byte) before the supervisor's go
   kExitCannotExecute = 126,  // the command exists but cannot be executed (as a shell)
   kExitNotFound = 127,       // the command does not exist (as a shell)
 };
@@ -260,6 +263,26 @@ void BuildEnv(const Carried& c, const char* extra, bool with_shell) {
 
 // ---- outer mode: systemd -> launcher -> script ----
 
+// The supervisor's go: one byte (kLaunchGoByte) on the stream, written only
+// after systemd's read-back of this unit passed. Exactly one byte is read, so
+// nothing the client sends after it is consumed here. EOF (the supervisor
+// refused the unit and closed its end) or any other byte ends the launcher;
+// a stop of the unit kills it while it waits.
+int AwaitGo() {
+  for (;;) {
+    struct pollfd p = {STDIN_FILENO, POLLIN, 0};
+    if (poll(&p, 1, -1) < 0) {
+      if (errno == EINTR) continue;
+      return Fail(kExitNoGo, "cannot wait for the supervisor's go");
+    }
+    char b = 0;
+    ssize_t n = read(STDIN_FILENO, &b, 1);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n == 1 && b == opencode::kLaunchGoByte) return 0;
+    return Fail(kExitNoGo, "no go from the supervisor");
+  }
+}
+
 int RunOuter(int argc, char** argv) {
   // fd 2 is the approved directory: it becomes the working directory and then
   // stops being a descriptor of ours. Until dup2 succeeds, report on fd 1.
@@ -307,6 +330,8 @@ int RunOuter(int argc, char** argv) {
   }
 
   BuildEnv(carried, env_argv, /*with_shell=*/false);
+  // Nothing of the command runs before the supervisor's verdict on the unit.
+  if (int r = AwaitGo(); r != 0) return r;
   static const char* const script_argv[] = {"script", "-q", "-e", "-f", "-c", kScriptCommand, "/dev/null", nullptr};
   execve(kScript, const_cast<char* const*>(script_argv), const_cast<char* const*>(envp));
   return Fail(kExitExecScript, "cannot execute /usr/bin/script");

@@ -31,6 +31,7 @@
 #include <gtest/gtest.h>
 
 #include "common/base64url.h"
+#include "common/launch.h"
 #include "common/limits.h"
 #include "common/unique_fd.h"
 
@@ -44,7 +45,7 @@ namespace fs = std::filesystem;
 constexpr int kNotDirectory = 100, kChdir = 101, kDupStderr = 102, kArgc = 103, kEncodedTooLong = 104, kBadPrefix = 105,
               kBadAlphabet = 106, kBadLength = 107, kNonCanonical = 108, kArgTooLong = 109,
               kArgvTooLong = 110, kEmptyCommand = 111, kNulByte = 112, kWindowSize = 113,
-              kHome = 114, kUserName = 115, kNoArgv = 119, kNotTty = 120,
+              kHome = 114, kUserName = 115, kNoArgv = 119, kNotTty = 120, kNoGo = 123,
               kCannotExecute = 126, kNotFound = 127;
 constexpr uid_t kNobody = 65534;
 
@@ -85,6 +86,10 @@ struct LaunchOptions {
   bool close_stdout = false;           // fd 1 closed
   bool careless_signals = false;       // start with blocked and ignored signals
   std::vector<std::string> wrapper{};  // e.g. strace and its options
+  // Written on the stream first: the supervisor's go (the launcher execs
+  // nothing before it), then whatever a test types.
+  std::string input = std::string(1, opencode::kLaunchGoByte);
+  bool close_input = false;            // then shut down our sending side (EOF)
 };
 
 class LauncherTest : public ::testing::Test {
@@ -177,6 +182,11 @@ class LauncherTest : public ::testing::Test {
       ADD_FAILURE() << "fork: " << strerror(errno);
       return out;
     }
+    // A launcher that refused its arguments may be gone already (EPIPE).
+    if (!opt.input.empty() && send(mine.get(), opt.input.data(), opt.input.size(), MSG_NOSIGNAL) < 0 &&
+        errno != EPIPE && errno != ECONNRESET)
+      ADD_FAILURE() << "send: " << strerror(errno);
+    if (opt.close_input) shutdown(mine.get(), SHUT_WR);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     char buf[65536];
     for (;;) {
@@ -527,7 +537,7 @@ TEST_F(LauncherTest, ArgvAtEveryBoundIsAccepted) {
 // kMaxEncodedArgvBytes (common/limits.h).
 std::vector<std::string> LargestEncodedArgv() {
   std::vector<std::string> argv = {PROBE_PATH};
-  while (argv[0].size() % 3 != 1) argv[0].insert(0, "/");
+  while (argv[0].size() % 3 != 1) argv[0] = "/" + argv[0];
   size_t rest = limits::kMaxArgvTotalBytes - argv[0].size();
   size_t parts = limits::kMaxArgs - 1;
   size_t triples = (rest - parts) / 3;  // every part is 1 + 3k bytes
@@ -573,6 +583,30 @@ TEST_F(LauncherTest, EchoWith1023ArgumentsOf64BytesRuns) {
   Outcome o = Run(Encode(argv));
   EXPECT_EQ(o.code(), 0) << o.output.substr(0, 300);
   EXPECT_NE(o.output.find(std::string(64, 'z')), std::string::npos);
+}
+
+// ---- the gate (issue #21 point 4): nothing runs before the supervisor's go
+
+TEST_F(LauncherTest, NothingRunsWhenTheStreamEndsBeforeTheGo) {
+  Outcome o = Run(TouchMarker(), {.input = "", .close_input = true});
+  EXPECT_EQ(o.code(), kNoGo) << o.output;
+  EXPECT_NE(o.output.find("no go from the supervisor"), std::string::npos) << o.output;
+  EXPECT_FALSE(Exists("marker"));
+}
+
+TEST_F(LauncherTest, NothingRunsWhenTheFirstByteIsNotTheGo) {
+  Outcome o = Run(TouchMarker(), {.input = "touch\n", .close_input = true});
+  EXPECT_EQ(o.code(), kNoGo) << o.output;
+  EXPECT_FALSE(Exists("marker"));
+}
+
+TEST_F(LauncherTest, TheGoByteIsConsumedAndInputAfterItReachesTheCommand) {
+  // One read of one byte: what follows the go in the same segment is the
+  // command's input, and the go itself never is.
+  Outcome o = Run(Encode({"/bin/sh", "-c", "read x; echo \"got:$x.\""}),
+                  {.input = std::string(1, opencode::kLaunchGoByte) + "abc\n"});
+  EXPECT_EQ(o.code(), 0) << o.output;
+  EXPECT_NE(o.output.find("got:abc."), std::string::npos) << o.output;
 }
 
 TEST_F(LauncherTest, CommandRunsOnATerminalInTheDirectoryWithTheFixedEnvironment) {

@@ -16,6 +16,7 @@
 #include "common/base64url.h"
 
 #include "common/envelope.h"
+#include "common/launch.h"
 #include "common/frame.h"
 #include "common/limits.h"
 #include "common/scm_rights.h"
@@ -187,9 +188,10 @@ TEST_F(SessionTest, HappyPathStartedOutputInputExitAfterProof) {
   AppendFrame(FrameType::kInput, std::string_view("typed\n"), &in);
   ASSERT_EQ(write(client.get(), in.data(), in.size()), static_cast<ssize_t>(in.size()));
   char buf[32];
-  ASSERT_TRUE(Wait([&] { return recv(unit, buf, sizeof(buf), MSG_DONTWAIT | MSG_PEEK) == 6; }));
-  ASSERT_EQ(read(unit, buf, 6), 6);
-  EXPECT_EQ(std::string(buf, 6), "typed\n");
+  // The launcher's go comes first, then the client's input.
+  ASSERT_TRUE(Wait([&] { return recv(unit, buf, sizeof(buf), MSG_DONTWAIT | MSG_PEEK) == 7; }));
+  ASSERT_EQ(read(unit, buf, 7), 7);
+  EXPECT_EQ(std::string(buf, 7), std::string(1, kLaunchGoByte) + "typed\n");
 
   // The unit's processes exit: EOF, then systemd is asked (never told).
   close(unit);
@@ -333,6 +335,31 @@ TEST_F(SessionTest, FinishedUnitWhoseStreamNeverEndsGetsOutputIncompleteThenExit
   Envelope exit = Terminal();
   EXPECT_EQ(exit.type, "exit");
   EXPECT_EQ(std::get<std::string>(exit.fields["signal"]), "TERM");
+}
+
+TEST_F(SessionTest, ADropInRefusesTheSessionAndTheLauncherNeverGetsItsGo) {
+  reader.fd = client.get();
+  Begin();
+  SendStartWithDir();
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StartUnit") != nullptr; }));
+  request = *systemd.Pending_("StartUnit")->request;
+  int unit = systemd.Pending_("StartUnit")->stream_fd;
+  // Input typed while the unit starts must not reach it either.
+  std::string in;
+  AppendFrame(FrameType::kInput, std::string_view("early\n"), &in);
+  ASSERT_EQ(write(client.get(), in.data(), in.size()), static_cast<ssize_t>(in.size()));
+  systemd.Answer("StartUnit", absl::OkStatus());
+  UnitSnapshot planted = GoodSnapshot(request);
+  planted.unit["DropInPaths"] =
+      std::vector<std::string>{"/etc/systemd/system/opencode-pty-.service.d/x.conf"};
+  ASSERT_TRUE(systemd.AnswerSnapshot(planted));
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  Envelope e = Terminal();
+  EXPECT_EQ(Code(e), "unit_property_mismatch");
+  EXPECT_EQ(reader.events.size(), 1u) << "no started envelope";
+  char buf[16];
+  EXPECT_EQ(recv(unit, buf, sizeof buf, MSG_DONTWAIT), 0) << "EOF: not a byte, no go, no input";
 }
 
 TEST_F(SessionTest, PropertyMismatchRefusesAndStopsTheUnit) {

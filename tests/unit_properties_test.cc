@@ -146,6 +146,36 @@ TEST(UnitProperties, SpecValues) {
   EXPECT_EQ(v["Description"], PropValue(std::string("opencode PTY session 0123456789abcdef0123456789abcdef")));
 }
 
+TEST(UnitProperties, DropInsFragmentAndStdioAreReadBackNotRequested) {
+  // Issue #21 point 4: a drop-in adds properties the table never reads; the
+  // read-back refuses any, and names it.
+  UnitRequest req = Request();
+  std::map<std::string, const PropertySpec*> v;
+  std::vector<PropertySpec> specs = BuildPropertySpecs(req);
+  for (const auto& s : specs) v[s.name] = &s;
+  ASSERT_TRUE(v.contains("DropInPaths") && v.contains("FragmentPath") && v.contains("StandardInput") &&
+              v.contains("StandardOutput") && v.contains("StandardError"));
+  EXPECT_EQ(v["DropInPaths"]->value, PropValue(std::vector<std::string>{}));
+  EXPECT_EQ(v["FragmentPath"]->value, PropValue("/run/systemd/transient/" + req.unit_name));
+  EXPECT_EQ(v["StandardInput"]->value, PropValue(std::string("null")));
+  EXPECT_EQ(v["StandardOutput"]->value, PropValue(std::string("journal")));
+  EXPECT_EQ(v["StandardError"]->value, PropValue(std::string("inherit")));
+  for (const char* n : {"DropInPaths", "FragmentPath", "StandardInput", "StandardOutput", "StandardError"})
+    EXPECT_FALSE(v[n]->request) << n << " is read back only";
+  // A planted drop-in: refused, and the message names it.
+  PropMap unit, service;
+  for (const auto& s : specs) (s.iface == Interface::kUnit ? unit : service)[s.name] = s.value;
+  unit["Refs"] = std::vector<std::string>{":1.42"};
+  ASSERT_TRUE(VerifyReadBack(specs, unit, service, ":1.42").ok());
+  unit["DropInPaths"] = std::vector<std::string>{"/etc/systemd/system/opencode-pty-.service.d/x.conf"};
+  // What the drop-in changed reads back too; the drop-in is what is named.
+  service["Environment"] = std::vector<std::string>{"COLUMNS=120", "LINES=40", "PLANTED=1"};
+  absl::Status st = VerifyReadBack(specs, unit, service, ":1.42");
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(st.message()).find("/etc/systemd/system/opencode-pty-.service.d/x.conf"), std::string::npos)
+      << st;
+}
+
 // ---- GetAll decoding of only the wanted properties (the profile's fix)
 
 MessagePtr BigReply(testing::MessageFactory& f, const std::vector<testing::Prop>& wanted_props) {

@@ -56,6 +56,10 @@ def dynamic_expectation(name, ctx):
         return 's', str(ctx['uid'])
     if name == 'Id':
         return 's', ctx['unit']
+    if name == 'DropInPaths':
+        return 'as', []
+    if name == 'FragmentPath':
+        return 's', '/run/systemd/transient/%s' % ctx['unit']
     if name == 'Environment':
         return 'as', ['COLUMNS=%d' % ctx['cols'], 'LINES=%d' % ctx['rows']]
     if name == 'ExecStart':

@@ -38,7 +38,7 @@ class Run:
     """One transient unit. `args`: raw argv elements (bytes), encoded here;
     `tokens`: launcher arguments passed as given (hostile cases)."""
 
-    def __init__(self, workdir, args=None, tokens=None, cols="120", rows="40", stdin=None):
+    def __init__(self, workdir, args=None, tokens=None, cols="120", rows="40", stdin=None, go=True):
         tokens = list(tokens) if tokens is not None else [encode(a) for a in args]
         self.unit = "opencode-pty-vmtest-%s.service" % os.urandom(16).hex()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -65,13 +65,22 @@ class Run:
         del props
         theirs.close()
         os.close(dirfd)
+        # The supervisor's go (common/launch.h): the launcher execs nothing before it.
+        if go:
+            ours.sendall(b"G")
         if stdin is not None:
             ours.sendall(stdin)
             ours.shutdown(socket.SHUT_WR)  # script turns this EOF into ^D on the PTY
         ours.settimeout(120)
         self.output = b""
         while True:
-            chunk = ours.recv(65536)
+            try:
+                chunk = ours.recv(65536)
+            except ConnectionResetError:
+                # The launcher exited without reading all we sent (the go, or
+                # input after a wrong first byte): AF_UNIX reports the unread
+                # bytes as a reset. Everything it wrote arrived before.
+                break
             if not chunk:
                 break
             self.output += chunk
@@ -233,6 +242,18 @@ def case_input(workdir, probe):
     expect("echo and cat output both arrive", r.output.count(b"hello through the pty\r\n") == 2, r.output)
 
 
+def case_nogo(workdir, probe):
+    """Without the supervisor's go (the stream ends first, or carries another
+    byte) the launcher exits 123 and nothing of the command runs."""
+    marker = os.path.join(workdir, "marker").encode()
+    for stdin in (b"", b"touch\n"):
+        r = Run(workdir, [b"/usr/bin/touch", marker], stdin=stdin, go=False)
+        print(r)
+        expect_exit(r, 123)
+        expect("reason on the PTY stream", b"no go from the supervisor" in r.output, r.output)
+        expect("nothing ran (stdin %r)" % stdin, not os.path.exists(marker))
+
+
 def case_rejected(workdir, probe):
     """Non-canonical arguments end the unit before anything runs."""
     marker = os.path.join(workdir, "marker").encode()
@@ -251,7 +272,7 @@ def case_rejected(workdir, probe):
 
 
 CASES = {"environment": case_environment, "argv": case_argv, "argv-bounds": case_argv_bounds,
-         "size": case_size, "exit": case_exit, "input": case_input, "rejected": case_rejected}
+         "size": case_size, "exit": case_exit, "input": case_input, "rejected": case_rejected, "nogo": case_nogo}
 
 if __name__ == "__main__":
     name, probe = sys.argv[1], sys.argv[2]

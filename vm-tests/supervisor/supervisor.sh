@@ -158,12 +158,14 @@ ctl readback '{"argv":["sleep","30"],"steps":[{"expect":"started"},{"touch":"/ru
 ctlpid=$!
 wait_for 20 test -e "$RUN/readback-ready"
 u=$(session_units | head -n1)
-props="Type Slice User Environment NoNewPrivileges KillMode SendSIGKILL SendSIGHUP TimeoutStopUSec CollectMode TasksMax LimitCORE LimitCORESoft IgnoreSIGPIPE RemainAfterExit LockPersonality RestrictRealtime RestrictSUIDSGID Transient LoadState ActiveState SubState"
+props="Type Slice User Environment NoNewPrivileges KillMode SendSIGKILL SendSIGHUP TimeoutStopUSec CollectMode TasksMax LimitCORE LimitCORESoft IgnoreSIGPIPE RemainAfterExit LockPersonality RestrictRealtime RestrictSUIDSGID Transient LoadState ActiveState SubState DropInPaths FragmentPath StandardInput StandardOutput StandardError"
 systemctl show "$u" $(for p in $props; do printf -- '-p %s ' "$p"; done) > "$tmp/show.txt"
 cp "$tmp/show.txt" /results/readback-show.txt
 cat > "$tmp/want.txt" <<WANT
 ActiveState=active
 CollectMode=inactive-or-failed
+DropInPaths=
+FragmentPath=/run/systemd/transient/$u
 Environment=COLUMNS=80 LINES=24
 IgnoreSIGPIPE=no
 KillMode=control-group
@@ -178,6 +180,9 @@ RestrictSUIDSGID=yes
 SendSIGHUP=yes
 SendSIGKILL=yes
 Slice=opencode-pty.slice
+StandardError=inherit
+StandardInput=null
+StandardOutput=journal
 SubState=running
 TasksMax=512
 TimeoutStopUSec=5s
@@ -214,6 +219,28 @@ touch "$RUN/readback-done"
 wait $ctlpid
 expect "read-back session: STOP gives notice stopping, then exit" readback '"notice:stopping" in r["events"] and t.get("type") == "exit"'
 check "read-back session: unit proven gone" gone "$u"
+
+# --- a planted drop-in: the read-back gates (issue #21 point 4) -----------------------------------
+# A drop-in for every PTY unit (opencode-pty-.service.d/) adds ExecStartPre= and
+# Environment=, which the property table does not request: DropInPaths must
+# read back empty, so the session is refused before the launcher gets its go,
+# and the command (touch MARKER) never runs.
+DROPIN=/etc/systemd/system/opencode-pty-.service.d
+mkdir -p "$DROPIN"
+printf '[Service]\nExecStartPre=/bin/true\nEnvironment=OPENCODE_TEST_PLANTED=1\n' > "$DROPIN/x.conf"
+systemctl daemon-reload
+rm -f /tmp/dropin-cmd-marker
+cursor=$(journal_cursor)
+ctl dropin '{"argv":["touch","/tmp/dropin-cmd-marker"],"timeout":30}'
+expect "drop-in: the session is refused with unit_property_mismatch, no started envelope" dropin 't.get("type") == "error" and t["code"] == "unit_property_mismatch" and not any(e["type"] == "started" for e in r["envelopes"])'
+check "drop-in: the supervisor's journal names the drop-in" wait_for 10 sup_journal_has "$cursor" "DropInPaths is \[$DROPIN/x.conf\]"
+check "drop-in: its unit is proven gone" wait_for 20 no_session_units
+check "drop-in: the command never ran (no marker)" sh -c 'ls -l /tmp/dropin-cmd-marker 2>&1; ! test -e /tmp/dropin-cmd-marker'
+rm -rf "$DROPIN"
+systemctl daemon-reload
+ctl afterdropin '{"argv":["sh","-c","echo after-dropin; exit 3"],"timeout":30}'
+expect "drop-in removed: a new session runs and exits 3" afterdropin '"after-dropin" in r["output_text"] and t.get("type") == "exit" and t["code"] == 3'
+check "drop-in removed: its unit proven gone" wait_for 10 no_session_units
 
 # --- signals, stop, EOF, disconnect --------------------------------------------
 ctl kill '{"argv":["sleep","100"],"steps":[{"expect":"started"},{"signal":9}]}'
