@@ -291,19 +291,23 @@ bool IsChannel(int fd) {
 // the stream before it asked systemd for the unit, so it is already waiting
 // (MSG_DONTWAIT: a missing handoff fails, never blocks). RecvWithFd receives
 // with MSG_CMSG_CLOEXEC and rejects no fd, two or more, MSG_CTRUNC and foreign
-// control messages, closing whatever arrived. The descriptor goes to fd 4
-// without FD_CLOEXEC: the one handoff through script and sh to --exec.
+// control messages, closing whatever arrived. Taken first of all, so that no
+// failure below leaves it unread (closing a stream socket with unread data
+// resets the peer's end, and the reason line could be lost). The descriptor
+// goes to fd 4 without FD_CLOEXEC: the one handoff through script and sh to
+// --exec. Reports on fd 1: fd 2 is still the directory here.
 int TakeResizeChannel() {
   char byte = 0;
   opencode::RecvFdResult r = opencode::RecvWithFd(STDIN_FILENO, &byte, 1, MSG_DONTWAIT);
   if (r.bytes != 1 || byte != kHandoffByte || r.error != ErrorCode::kOk || !r.fd)
-    return Fail(kExitHandoff, "the stream did not start with the resize channel handoff");
-  if (!IsChannel(r.fd.get())) return Fail(kExitHandoff, "the resize channel is not an AF_UNIX SOCK_SEQPACKET socket");
+    return Report(STDOUT_FILENO, kExitHandoff, "the stream did not start with the resize channel handoff");
+  if (!IsChannel(r.fd.get()))
+    return Report(STDOUT_FILENO, kExitHandoff, "the resize channel is not an AF_UNIX SOCK_SEQPACKET socket");
   if (r.fd.get() == kChannelFd) {
-    if (fcntl(kChannelFd, F_SETFD, 0) < 0) return Fail(kExitHandoff, "cannot bind fd 4");
+    if (fcntl(kChannelFd, F_SETFD, 0) < 0) return Report(STDOUT_FILENO, kExitHandoff, "cannot bind fd 4");
     (void)r.fd.release();  // fd 4 now belongs to the exec'd chain
-  } else if (dup2(r.fd.get(), kChannelFd) < 0) {
-    return Fail(kExitHandoff, "cannot bind fd 4");
+  } else if (dup2(r.fd.get(), kChannelFd) < 0) {  // a stray on fd 4 would be closed below anyway
+    return Report(STDOUT_FILENO, kExitHandoff, "cannot bind fd 4");
   }
   return 0;
 }
@@ -376,6 +380,7 @@ int StartResizer() {
 // ---- outer mode: systemd -> launcher -> script ----
 
 int RunOuter(int argc, char** argv) {
+  if (int r = TakeResizeChannel(); r != 0) return r;
   // fd 2 is the approved directory: it becomes the working directory and then
   // stops being a descriptor of ours. Until dup2 succeeds, report on fd 1.
   struct stat st;
@@ -404,10 +409,12 @@ int RunOuter(int argc, char** argv) {
   }
   env_argv[len] = '\0';
 
-  // Nothing systemd (or anyone before it) left open goes further.
-  if (close_range(kSelfFd, ~0U, 0) < 0) return Fail(kExitCloseFds, "close_range failed");
+  // Nothing systemd (or anyone before it) left open goes further, except
+  // the resize channel on fd 4.
+  static_assert(kChannelFd == kSelfFd + 1, "fd 3 is rebound below; only fd 4 is kept");
+  if (close(kSelfFd) < 0 && errno != EBADF) return Fail(kExitCloseFds, "close(3) failed");
+  if (close_range(kChannelFd + 1, ~0U, 0) < 0) return Fail(kExitCloseFds, "close_range failed");
   clearenv();
-  if (int r = TakeResizeChannel(); r != 0) return r;
 
   // fd 3 = this reviewed executable, so that the inner step runs it from the
   // descriptor (no path lookup). dup2 clears FD_CLOEXEC on fd 3: the one
