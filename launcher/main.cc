@@ -260,9 +260,12 @@ int ReadCarried(bool require_size, Carried* c) {
 }
 
 // The fixed environment (docs/SECURITY.md lists each value and its source),
-// plus `extra` (the temporary argv value, outer mode only) and SHELL (inner
-// mode only: script must not see it).
-void BuildEnv(const Carried& c, const char* extra, bool with_shell) {
+// plus `extra` (the temporary argv value, outer mode only). Outer mode (for
+// script and --exec) carries COLUMNS/LINES, which --exec needs for the start
+// size; the command (inner mode) gets SHELL instead (script must not see it)
+// and no COLUMNS/LINES: they would pin every program that honours them
+// (ncurses, tput) to the start size after a live resize.
+void BuildEnv(const Carried& c, const char* extra, bool for_command) {
   size_t n = 0;
   envp[n++] = kPath;
   envp[n++] = kTerm;
@@ -270,9 +273,12 @@ void BuildEnv(const Carried& c, const char* extra, bool with_shell) {
   if (c.home) envp[n++] = env_home;
   if (c.user) envp[n++] = env_user;
   if (c.logname) envp[n++] = env_logname;
-  if (with_shell) envp[n++] = kShell;
-  envp[n++] = env_columns;
-  envp[n++] = env_lines;
+  if (for_command) {
+    envp[n++] = kShell;
+  } else {
+    envp[n++] = env_columns;
+    envp[n++] = env_lines;
+  }
   if (extra != nullptr) envp[n++] = extra;
   envp[n] = nullptr;
 }
@@ -429,7 +435,7 @@ int RunOuter(int argc, char** argv) {
     return Fail(kExitSelf, "cannot bind fd 3");
   }
 
-  BuildEnv(carried, env_argv, /*with_shell=*/false);
+  BuildEnv(carried, env_argv, /*for_command=*/false);
   static const char* const script_argv[] = {"script", "-q", "-e", "-f", "-c", kScriptCommand, "/dev/null", nullptr};
   execve(kScript, const_cast<char* const*>(script_argv), const_cast<char* const*>(envp));
   return Fail(kExitExecScript, "cannot execute /usr/bin/script");
@@ -535,7 +541,7 @@ int RunExec() {
   // fd 3 (this executable), fd 4 (the channel: the resizer has it) and
   // anything script or sh left open stay behind.
   if (close_range(kSelfFd, ~0U, 0) < 0) return Fail(kExitCloseFds, "close_range failed");
-  BuildEnv(carried, nullptr, /*with_shell=*/true);
+  BuildEnv(carried, nullptr, /*for_command=*/true);
   return ExecCommand();
 }
 

@@ -674,8 +674,9 @@ TEST_F(LauncherTest, CommandRunsOnATerminalInTheDirectoryWithTheFixedEnvironment
   // caller's PATH/LD_PRELOAD/ENV/TERM/LANG and systemd's extras are gone.
   std::vector<std::string> env = r.env;
   std::sort(env.begin(), env.end());
-  std::vector<std::string> expected = {"COLUMNS=120", "HOME=/nonexistent", "LANG=C.UTF-8",
-                                       "LINES=40", "LOGNAME=nobody", "PATH=/usr/local/bin:/usr/bin:/bin",
+  // No COLUMNS/LINES: the size is the terminal's (it changes with resize).
+  std::vector<std::string> expected = {"HOME=/nonexistent", "LANG=C.UTF-8",
+                                       "LOGNAME=nobody", "PATH=/usr/local/bin:/usr/bin:/bin",
                                        "SHELL=/bin/sh", "TERM=xterm-256color", "USER=nobody"};
   EXPECT_EQ(env, expected);
   EXPECT_FALSE(Exists("env-ran"));       // ENV/BASH_ENV never reached a shell
@@ -711,7 +712,7 @@ TEST_F(LauncherTest, AbsentIdentityStaysAbsentAndSizeDefaults) {
   ASSERT_TRUE(r.present) << o.output;
   std::vector<std::string> env = r.env;
   std::sort(env.begin(), env.end());
-  EXPECT_EQ(env, (std::vector<std::string>{"COLUMNS=80", "LANG=C.UTF-8", "LINES=24",
+  EXPECT_EQ(env, (std::vector<std::string>{"LANG=C.UTF-8",
                                            "PATH=/usr/local/bin:/usr/bin:/bin", "SHELL=/bin/sh",
                                            "TERM=xterm-256color"}));
   EXPECT_EQ(r.winsize, "24 80");
@@ -729,10 +730,12 @@ TEST_F(LauncherTest, SttySizeShowsTheRequestedSize) {
   Outcome d = Run(Encode({"stty", "size"}), {.env = {"HOME=/nonexistent"}});
   EXPECT_EQ(d.code(), 0) << d.output;
   EXPECT_NE(d.output.find("24 80\r\n"), std::string::npos) << d.output;
-  Outcome m = Run(Encode({"/bin/sh", "-c", "stty size; echo \"$COLUMNS x $LINES\""}),
+  // The size is the terminal's only: COLUMNS/LINES do not reach the command
+  // (they would override the terminal in tput and ncurses after a resize).
+  Outcome m = Run(Encode({"/bin/sh", "-c", "stty size; echo \"${COLUMNS-unset} x ${LINES-unset}\"; tput cols"}),
                   {.env = {"COLUMNS=1000", "LINES=1"}});
   EXPECT_EQ(m.code(), 0) << m.output;
-  EXPECT_NE(m.output.find("1 1000\r\n1000 x 1\r\n"), std::string::npos) << m.output;
+  EXPECT_NE(m.output.find("1 1000\r\nunset x unset\r\n1000\r\n"), std::string::npos) << m.output;
 }
 
 // ---------------------------------------------------------------------------
@@ -861,7 +864,7 @@ TEST_F(LauncherTest, ExecChainIsExactlyScriptShLauncherCommand) {
   EXPECT_EQ(execs[4].argv, (std::vector<std::string>{"/proc/self/fd/3", "--exec"}));
   EXPECT_EQ(execs[5].path, PROBE_PATH);
   EXPECT_EQ(execs[5].argv, argv);
-  EXPECT_EQ(execs[5].env, (std::vector<std::string>{"COLUMNS=120", "HOME=/nonexistent", "LANG=C.UTF-8", "LINES=40",
+  EXPECT_EQ(execs[5].env, (std::vector<std::string>{"HOME=/nonexistent", "LANG=C.UTF-8",
                                                     "LOGNAME=nobody", "PATH=/usr/local/bin:/usr/bin:/bin",
                                                     "SHELL=/bin/sh", "TERM=xterm-256color", "USER=nobody"}));
 }

@@ -83,26 +83,30 @@ cases.tput = async () => {
   record('tput: the command exits 0', ex.exitCode === 0, ex);
 };
 
-// less at 80x24, resized to 132x40, redraws with 132 columns.
+// less at 80x24, resized to 132x40, redraws with 132 columns. Each line of the
+// file is "NN:" + 300 letters; less -S chops it at the screen width and marks
+// the chop with a reverse-video ">" in the last column, so a drawn line is
+// exactly as wide as the screen: 3 + letters + 1 columns.
 cases.less = async () => {
   const file = `${WORK}/resize-less.txt`;
-  const line = 'abcdefghij'.repeat(30);  // 300 columns, chopped by -S at the screen width
+  const line = 'abcdefghij'.repeat(30);
   fs.writeFileSync(file, Array.from({ length: 100 }, (_, i) => `${String(i).padStart(2, '0')}:${line}`).join('\n') + '\n');
   const s = open('/usr/bin/less', ['-S', file], { cols: 80, rows: 24 });
   await s.startedP;
-  // The longest run of the line's letters on one screen line (escapes end a run).
-  const longest = (out) => Math.max(0, ...(out.match(/[a-j]+/g) || []).map((m) => m.length));
-  const first = await until(() => s.output.includes('\x1b[24;1H') && longest(s.output) >= 70, 15000);
-  const before = s.output.length;
-  const widthBefore = longest(s.output);
+  // Widths of the drawn lines (their line numbers too) in `out`.
+  const drawn = (out) => [...out.matchAll(/(\d\d):([a-j]+)\x1b\[7m>/g)].map((m) => ({ n: m[1], width: 3 + m[2].length + 1 }));
+  await until(() => drawn(s.output).length >= 23, 15000);
+  const before = drawn(s.output);
+  const mark = s.output.length;
   s.p.resize(132, 40);
-  await until(() => s.output.slice(before).includes('\x1b[40;1H') && longest(s.output.slice(before)) >= 120, 15000);
-  const after = s.output.slice(before);
-  const widthAfter = longest(after);
-  record('less: at 80x24 it draws lines of at most 80 columns and its bottom line at row 24 (ESC[24;1H)',
-    first && widthBefore >= 70 && widthBefore <= 80, { widthBefore });
-  record('less: resized to 132x40 it redraws with 132-column lines and moves to row 40 (ESC[40;1H)',
-    after.includes('\x1b[40;1H') && widthAfter >= 120 && widthAfter <= 132, { widthAfter, tail: JSON.stringify(after.slice(-300)) });
+  await until(() => drawn(s.output.slice(mark)).length >= 39, 15000);
+  const after = drawn(s.output.slice(mark));
+  const widths = (d) => [...new Set(d.map((x) => x.width))];
+  record('less: at 80x24 it draws 23 lines, each exactly 80 columns wide',
+    before.length >= 23 && JSON.stringify(widths(before)) === '[80]', { lines: before.length, widths: widths(before) });
+  record('less: resized to 132x40 it redraws 39 lines, each exactly 132 columns wide',
+    after.length >= 39 && JSON.stringify(widths(after)) === '[132]',
+    { lines: after.length, widths: widths(after), tail: JSON.stringify(s.output.slice(-200)) });
   s.p.write('q');
   const ex = await s.exit;
   record('less: q ends it, exit 0', ex.exitCode === 0, ex);

@@ -15,7 +15,11 @@ CASES=trap,tput,less,flood,prestart,bad
 node_install
 echo "resize: $(systemctl --version | head -n1); node $(node --version); kernel $(uname -r)"
 check "rootfs: less is installed" test -x /usr/bin/less
+# Socket activation: a first connection (root's, refused) starts the supervisor,
+# so its descriptors can be counted before any session.
+python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect("/run/opencode-pty/supervisor.sock"); s.settimeout(10); s.recv(4096)'
 sup=$(systemctl show -P MainPID opencode-pty-supervisor.service)
+check "the supervisor runs (MainPID $sup)" test "$sup" -gt 0
 fds_before=$(ls /proc/$sup/fd | wc -l)
 rm -f $WORK/resize.jsonl
 app_run 600 "/usr/bin/node /tests/resize-app.js" \
