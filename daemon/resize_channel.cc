@@ -17,7 +17,7 @@ namespace opencode::daemon {
 absl::StatusOr<UniqueFd> CreateResizeChannel(int stream) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
-    return Errno(errno, "socketpair(resize channel)");
+    return Errno(errno, "resize channel: creating the pair");
   UniqueFd ours(sv[0]);
   UniqueFd theirs(sv[1]);
   // The unit's end is a blocking socket: the resizer sleeps in poll anyway.

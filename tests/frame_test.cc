@@ -111,7 +111,7 @@ INSTANTIATE_TEST_SUITE_P(All, FrameMalformed, ::testing::Values(
     BadHeader{"version2", C, std::string(1, '\2'), ErrorCode::kBadVersion},
     BadHeader{"version255", S, Header(255, 0x81, 0, 1) + "x", ErrorCode::kBadVersion},
     BadHeader{"type0", C, Header(1, 0, 0, 0).substr(0, 2), ErrorCode::kUnknownType},
-    BadHeader{"type6", C, Header(1, 6, 0, 0), ErrorCode::kUnknownType},
+    BadHeader{"type7", C, Header(1, 7, 0, 0), ErrorCode::kUnknownType},
     BadHeader{"output-from-client", C, Header(1, 0x81, 0, 1) + "x", ErrorCode::kUnknownType},
     BadHeader{"event-from-client", C, Header(1, 0x82, 0, 2), ErrorCode::kUnknownType},
     BadHeader{"input-from-supervisor", S, Header(1, 0x02, 0, 1), ErrorCode::kUnknownType},
