@@ -6,6 +6,8 @@
 
 #include <cstring>
 
+#include "common/size_message.h"
+
 namespace opencode {
 namespace {
 
@@ -53,6 +55,7 @@ bool PayloadBounds(Direction dir, uint8_t type, size_t* min, size_t* max) noexce
       case FrameType::kStart: *min = limits::kStartFixedBytes; *max = limits::kMaxStartPayload; return true;
       case FrameType::kInput: *min = 1; *max = limits::kMaxInputPayload; return true;
       case FrameType::kSignal: *min = *max = limits::kSignalPayload; return true;
+      case FrameType::kResize: *min = *max = limits::kResizePayload; return true;
       case FrameType::kStop:
       case FrameType::kEof: *min = *max = 0; return true;
       default: return false;
@@ -164,6 +167,10 @@ ErrorCode ParseStartPayload(std::span<const uint8_t> payload, StartRequest* out)
   out->rows = rows;
   out->argv = std::move(argv);
   return ErrorCode::kOk;
+}
+
+ErrorCode ParseResizePayload(std::span<const uint8_t> payload, uint16_t* cols, uint16_t* rows) noexcept {
+  return ParseSizeMessage(payload.data(), payload.size(), cols, rows);
 }
 
 std::string_view SignalName(uint8_t signo) noexcept {

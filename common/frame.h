@@ -26,6 +26,7 @@ enum class FrameType : uint8_t {
   kSignal = 0x03,  // 1 byte: signal number from the allowlist
   kStop = 0x04,    // empty: stop the unit
   kEof = 0x05,     // empty: end of input (the PTY sees ^D via script)
+  kResize = 0x06,  // cols(2) rows(2) big-endian: new window size (size_message.h)
   // supervisor -> client
   kOutput = 0x81,  // raw PTY bytes, 1..kMaxOutputPayload
   kEvent = 0x82,   // JSON envelope, 2..kMaxEnvelopeBytes
@@ -80,6 +81,11 @@ size_t EncodeStartFrame(uint16_t cols, uint16_t rows, size_t argc, const char* c
 // Strict parse of a START payload: every length checked against the payload
 // and the limits, no trailing bytes, flags zero, sizes in range.
 ErrorCode ParseStartPayload(std::span<const uint8_t> payload, StartRequest* out);
+
+// ---- resize payload ----
+// Strict parse of a RESIZE payload (exactly kResizePayload bytes, both
+// dimensions 1..1000): kOk, kBadSize, or kFrameTooSmall/kFrameTooLarge.
+ErrorCode ParseResizePayload(std::span<const uint8_t> payload, uint16_t* cols, uint16_t* rows) noexcept;
 
 // ---- signal allowlist ----
 // Signals a client may ask for, by number (Linux x86_64/aarch64 numbering is

@@ -22,6 +22,9 @@ inline constexpr size_t kMaxOutputPayload = 64 * 1024;
 inline constexpr size_t kMaxEnvelopeBytes = 4 * 1024;
 // A signal frame is one byte: the signal number (allowlist in frame.h).
 inline constexpr size_t kSignalPayload = 1;
+// A RESIZE frame and a size message on a unit's resize channel are the same
+// four bytes: cols(2) rows(2), big-endian (common/size_message.h).
+inline constexpr size_t kResizePayload = 4;
 
 // ---- argv of a PTY command (client helper -> start frame -> launcher) ----
 // 1,000 arguments is what a generated command line (xargs-style) may need; the
@@ -107,6 +110,11 @@ inline constexpr size_t kMaxBusCallsInFlight = 64;
 // D-Bus signals (UnitRemoved, JobRemoved, PropertiesChanged) are only hints to
 // re-query; they coalesce into a set of at most this many pending unit names.
 inline constexpr size_t kSignalQueueCapacity = 64;
+// Window sizes waiting to be written to a unit's resize channel: one. A new
+// RESIZE replaces the one not yet written (the last size wins, as a terminal
+// emulator's own resize does), so a flood of 10,000 resizes in one read costs
+// O(1) memory per session and one write; it never holds up INPUT or OUTPUT.
+inline constexpr size_t kPendingResizes = 1;
 // Tasks a PTY unit may have (TasksMax=): an interactive shell with a build.
 inline constexpr uint64_t kUnitTasksMax = 512;
 // Concurrent identity lookups over D-Bus are the pending handshakes above.

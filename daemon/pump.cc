@@ -369,6 +369,16 @@ void Pump::ProcessFrames() noexcept {
         delegate_->OnControlFrame(type, 0);
         continue;
       }
+      case FrameType::kResize: {
+        // No notice and no queue: the session keeps only the latest size,
+        // so any number of these in one read costs O(1).
+        uint16_t cols = 0, rows = 0;
+        if (ErrorCode e = ParseResizePayload(d.payload, &cols, &rows); e != ErrorCode::kOk)
+          return ClientError(e);
+        rx_.consume(d.consumed);
+        delegate_->OnResize(cols, rows);
+        continue;
+      }
       case FrameType::kStart:
         return ClientError(ErrorCode::kProtocolState);
       default:

@@ -202,6 +202,12 @@ void Session::StartUnit(StartRequest request, UniqueFd dir) noexcept {
   int flags = fcntl(ours.get(), F_GETFL);
   if (flags < 0 || fcntl(ours.get(), F_SETFL, flags | O_NONBLOCK) < 0)
     return Fail(ErrorCode::kInternal, absl::StrCat("fcntl(O_NONBLOCK): ", strerror(errno)));
+  // The resize channel's unit end goes first on the stream, so it is
+  // waiting when the launcher starts (it reads it before anything else).
+  absl::StatusOr<UniqueFd> channel = CreateResizeChannel(ours.get());
+  if (!channel.ok()) return Fail(ErrorCode::kInternal, SV(channel.status().message()));
+  resize_ = std::make_unique<ResizeChannel>(ctx_.event, std::move(*channel));
+  if (absl::Status st = resize_->Init(); !st.ok()) return Fail(ErrorCode::kInternal, SV(st.message()));
 
   UnitRequest req;
   req.session_id = id_;
@@ -312,6 +318,12 @@ void Session::OnControlFrame(FrameType type, uint8_t arg) noexcept {
     default:
       return Fail(ErrorCode::kProtocolState, "unexpected control frame");
   }
+}
+
+void Session::OnResize(uint16_t cols, uint16_t rows) noexcept {
+  // After the command exited the channel is gone: the size has nowhere to go.
+  if (state_ != State::kRunning || !resize_) return;
+  resize_->Request(cols, rows);
 }
 
 void Session::SendSignal(uint8_t signo) noexcept {
@@ -431,6 +443,7 @@ void Session::Fail(ErrorCode code, std::string_view detail) noexcept {
   control_call_.reset();
   request_.reset();
   pty_stream_.reset();
+  resize_.reset();
   pump_->DetachPty();
   EnvelopeWriter w("error");
   w.Str("code", ErrorCodeName(code)).Str("message", ClientMessage(code));
@@ -476,6 +489,7 @@ void Session::DropClient() noexcept {
   control_call_.reset();
   request_.reset();
   pty_stream_.reset();
+  resize_.reset();
   pump_->DetachPty();
   pump_->CloseConnection();
   Arm(Deadline::kNone, 0);

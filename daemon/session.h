@@ -22,6 +22,7 @@
 #include "daemon/journal.h"
 #include "daemon/peer_auth.h"
 #include "daemon/pump.h"
+#include "daemon/resize_channel.h"
 #include "daemon/sd_ptr.h"
 #include "daemon/systemd_api.h"
 #include "daemon/unit_manager.h"
@@ -79,6 +80,7 @@ class Session final : private Pump::Delegate {
   bool unit_unproven() const noexcept { return unit_requested_ && !unit_proven_gone_; }
   size_t MemoryBytes() const noexcept;
   const Pump* pump() const noexcept { return pump_.get(); }
+  const ResizeChannel* resize_channel() const noexcept { return resize_.get(); }
 
  private:
   enum class Deadline { kNone, kStartFrame, kUnitStart, kStop, kStreamEof, kFlush };
@@ -86,6 +88,7 @@ class Session final : private Pump::Delegate {
   // Pump::Delegate
   void OnStartFrame(std::span<const uint8_t> payload, UniqueFd dir) noexcept override;
   void OnControlFrame(FrameType type, uint8_t arg) noexcept override;
+  void OnResize(uint16_t cols, uint16_t rows) noexcept override;
   void OnClientError(ErrorCode code) noexcept override;
   void OnClientEof() noexcept override;
   void OnClientGone() noexcept override;
@@ -132,6 +135,9 @@ class Session final : private Pump::Delegate {
   // STARTING: the request stays until the read-back compared it.
   std::optional<UnitRequest> request_;
   UniqueFd pty_stream_;  // our end, attached to the pump at RUNNING
+  // Our end of the resize channel, created with the stream (the unit's end
+  // travels on the stream before StartTransientUnit); dropped with it.
+  std::unique_ptr<ResizeChannel> resize_;
   Pending start_call_;
   bool unit_requested_ = false;  // StartTransientUnit was sent
   std::unique_ptr<UnitMonitor> monitor_;

@@ -1,7 +1,9 @@
 // opencode-pty-launcher: the program systemd starts in each PTY unit, and the
 // last step before the user's command inside the PTY (docs/SECURITY.md).
 // Owns: the unit's stdio (fd 0 = fd 1 = the PTY stream, fd 2 = the approved
-// directory), and fd 3, the one descriptor it deliberately hands down (itself).
+// directory), fd 3, which it deliberately hands down (itself), and fd 4, the
+// unit's end of the session's resize channel, received on the stream and
+// handed down to --exec, which gives it to the resizer and not to the command.
 // Invariant: every argument is decoded from its single canonical encoding
 // before anything runs; the command gets exactly the argv the start frame
 // carried, a fixed environment, fds 0..2 on the PTY and nothing else, and it is
@@ -10,14 +12,19 @@
 //
 // Outer mode:   opencode-pty-launcher aENC... (one canonical argument per argv element)
 // Inner mode:   /proc/self/fd/3 --exec        (run by /bin/sh inside script's PTY)
+// Resizer:      a grandchild of --exec that applies window sizes from the
+//               resize channel to the PTY until the command exits.
 
 #include <fcntl.h>
-#include <poll.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -33,6 +40,8 @@
 #include "common/errors.h"
 #include "common/launch.h"
 #include "common/limits.h"
+#include "common/scm_rights.h"
+#include "common/size_message.h"
 #include "common/unique_fd.h"
 
 namespace {
@@ -67,13 +76,23 @@ enum Exit : int {
   kExitNotTty = 120,         // --exec: fd 0, 1 or 2 is not a terminal
   kExitWinsize = 121,        // --exec: TIOCSWINSZ failed
   kExitSignals = 122,        // --exec: signal mask/dispositions could not be reset
-  kExitNoGo = 123,           // the stream ended (or carried another byte) before the supervisor's go
+  kExitHandoff = 123,        // the supervisor's handoff failed: the stream did not start with
+                             // exactly 'R' + one AF_UNIX SOCK_SEQPACKET descriptor, --exec has
+                             // none on fd 4, or the stream ended (or carried another byte)
+                             // before the supervisor's go
+  kExitBadSizeMessage = 124, // resizer: a message on the channel that is not 4 bytes of sizes 1..1000
+  kExitResizer = 125,        // --exec: the resizer could not be started (pidfd_open, fork, setsid)
   kExitCannotExecute = 126,  // the command exists but cannot be executed (as a shell)
   kExitNotFound = 127,       // the command does not exist (as a shell)
 };
 
 constexpr char kArgvVar[] = "OPENCODE_PTY_ARGV";
 constexpr int kSelfFd = 3;
+// The unit's end of the resize channel, from the outer launcher to --exec.
+constexpr int kChannelFd = 4;
+// In the resizer: the command's pidfd (fd 0 stays the PTY slave, fd 4 the channel).
+constexpr int kPidFd = 3;
+constexpr char kHandoffByte = 'R';
 constexpr char kScript[] = "/usr/bin/script";
 // Inner shell: -i makes it take the terminal's foreground process group, so
 // ^C reaches the command; `exec` replaces it with the launcher on fd 3.
@@ -244,9 +263,12 @@ int ReadCarried(bool require_size, Carried* c) {
 }
 
 // The fixed environment (docs/SECURITY.md lists each value and its source),
-// plus `extra` (the temporary argv value, outer mode only) and SHELL (inner
-// mode only: script must not see it).
-void BuildEnv(const Carried& c, const char* extra, bool with_shell) {
+// plus `extra` (the temporary argv value, outer mode only). Outer mode (for
+// script and --exec) carries COLUMNS/LINES, which --exec needs for the start
+// size; the command (inner mode) gets SHELL instead (script must not see it)
+// and no COLUMNS/LINES: they would pin every program that honours them
+// (ncurses, tput) to the start size after a live resize.
+void BuildEnv(const Carried& c, const char* extra, bool for_command) {
   size_t n = 0;
   envp[n++] = kPath;
   envp[n++] = kTerm;
@@ -254,11 +276,114 @@ void BuildEnv(const Carried& c, const char* extra, bool with_shell) {
   if (c.home) envp[n++] = env_home;
   if (c.user) envp[n++] = env_user;
   if (c.logname) envp[n++] = env_logname;
-  if (with_shell) envp[n++] = kShell;
-  envp[n++] = env_columns;
-  envp[n++] = env_lines;
+  if (for_command) {
+    envp[n++] = kShell;
+  } else {
+    envp[n++] = env_columns;
+    envp[n++] = env_lines;
+  }
   if (extra != nullptr) envp[n++] = extra;
   envp[n] = nullptr;
+}
+
+// ---- the resize channel ----
+
+// True if `fd` is an AF_UNIX SOCK_SEQPACKET socket (what the supervisor made).
+bool IsChannel(int fd) {
+  int domain = 0, type = 0;
+  socklen_t dl = sizeof domain, tl = sizeof type;
+  return getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) == 0 && domain == AF_UNIX &&
+         getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_SEQPACKET;
+}
+
+// The supervisor sent exactly one byte 'R' with one SCM_RIGHTS descriptor on
+// the stream before it asked systemd for the unit, so it is already waiting
+// (MSG_DONTWAIT: a missing handoff fails, never blocks). RecvWithFd receives
+// with MSG_CMSG_CLOEXEC and rejects no fd, two or more, MSG_CTRUNC and foreign
+// control messages, closing whatever arrived. Taken first of all, so that no
+// failure below leaves it unread (closing a stream socket with unread data
+// resets the peer's end, and the reason line could be lost). The descriptor
+// goes to fd 4 without FD_CLOEXEC: the one handoff through script and sh to
+// --exec. Reports on fd 1: fd 2 is still the directory here.
+int TakeResizeChannel() {
+  char byte = 0;
+  opencode::RecvFdResult r = opencode::RecvWithFd(STDIN_FILENO, &byte, 1, MSG_DONTWAIT);
+  if (r.bytes != 1 || byte != kHandoffByte || r.error != ErrorCode::kOk || !r.fd)
+    return Report(STDOUT_FILENO, kExitHandoff, "the stream did not start with the resize channel handoff");
+  if (!IsChannel(r.fd.get()))
+    return Report(STDOUT_FILENO, kExitHandoff, "the resize channel is not an AF_UNIX SOCK_SEQPACKET socket");
+  if (r.fd.get() == kChannelFd) {
+    if (fcntl(kChannelFd, F_SETFD, 0) < 0) return Report(STDOUT_FILENO, kExitHandoff, "cannot bind fd 4");
+    (void)r.fd.release();  // fd 4 now belongs to the exec'd chain
+  } else if (dup2(r.fd.get(), kChannelFd) < 0) {  // a stray on fd 4 would be closed below anyway
+    return Report(STDOUT_FILENO, kExitHandoff, "cannot bind fd 4");
+  }
+  return 0;
+}
+
+// The resizer's whole life: fd 0 = the PTY slave, kPidFd = the command's
+// pidfd, kChannelFd = the channel; nothing else is open and nothing is
+// allocated. Each 4-byte message becomes TIOCSWINSZ on the slave (the kernel
+// sends SIGWINCH to the foreground process group). Ends when the command
+// exits (pidfd readable), on channel EOF or hang-up, when the terminal is
+// gone, or with kExitBadSizeMessage on anything that is not a size message.
+[[noreturn]] void RunResizer() {
+  for (;;) {
+    struct pollfd p[2] = {{kChannelFd, POLLIN, 0}, {kPidFd, POLLIN, 0}};
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      _exit(0);
+    }
+    if (p[1].revents != 0) _exit(0);  // the command exited
+    if ((p[0].revents & POLLIN) == 0) _exit(0);  // POLLHUP/POLLERR: the supervisor is gone
+    uint8_t msg[limits::kResizePayload + 1];
+    struct iovec iov = {msg, sizeof msg};
+    struct msghdr mh = {};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    ssize_t n = recvmsg(kChannelFd, &mh, MSG_CMSG_CLOEXEC);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      _exit(0);
+    }
+    if (n == 0) _exit(0);  // EOF: the supervisor closed its end
+    // No control buffer: a descriptor sent to us is discarded by the kernel
+    // and shows as MSG_CTRUNC, which is as malformed as a long packet.
+    if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) _exit(kExitBadSizeMessage);
+    uint16_t cols = 0, rows = 0;
+    if (opencode::ParseSizeMessage(msg, size_t(n), &cols, &rows) != ErrorCode::kOk) _exit(kExitBadSizeMessage);
+    struct winsize ws = {rows, cols, 0, 0};
+    if (ioctl(STDIN_FILENO, TIOCSWINSZ, &ws) < 0) _exit(0);  // the terminal is gone
+  }
+}
+
+// Starts the resizer as a grandchild (fork, setsid, fork; the middle exits
+// and is reaped here) so that the command has no child it did not make and
+// the resizer is in no process group of the terminal (no ^C, no SIGHUP of
+// the terminal's session). It holds the slave, the channel and a pidfd of
+// this process, which is the command after execve.
+int StartResizer() {
+  if (!IsChannel(kChannelFd)) return Fail(kExitHandoff, "fd 4 is not the resize channel");
+  if (fcntl(kChannelFd, F_SETFD, FD_CLOEXEC) < 0) return Fail(kExitHandoff, "cannot mark fd 4 close-on-exec");
+  // pidfds are close-on-exec at birth.
+  UniqueFd pidfd(int(syscall(SYS_pidfd_open, getpid(), 0)));
+  if (!pidfd) return Fail(kExitResizer, "pidfd_open failed");
+  pid_t middle = fork();
+  if (middle < 0) return Fail(kExitResizer, "fork failed");
+  if (middle == 0) {
+    if (setsid() < 0) _exit(kExitResizer);
+    pid_t resizer = fork();
+    if (resizer != 0) _exit(resizer < 0 ? kExitResizer : 0);
+    if (dup2(pidfd.get(), kPidFd) < 0 || close_range(kChannelFd + 1, ~0U, 0) < 0) _exit(kExitResizer);
+    close(STDOUT_FILENO);  // the slave stays open once, on fd 0
+    close(STDERR_FILENO);
+    RunResizer();
+  }
+  int status = 0;
+  while (waitpid(middle, &status, 0) < 0)
+    if (errno != EINTR) return Fail(kExitResizer, "waitpid failed");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return Fail(kExitResizer, "the resizer did not start");
+  return 0;
 }
 
 // ---- outer mode: systemd -> launcher -> script ----
@@ -273,17 +398,18 @@ int AwaitGo() {
     struct pollfd p = {STDIN_FILENO, POLLIN, 0};
     if (poll(&p, 1, -1) < 0) {
       if (errno == EINTR) continue;
-      return Fail(kExitNoGo, "cannot wait for the supervisor's go");
+      return Fail(kExitHandoff, "cannot wait for the supervisor's go");
     }
     char b = 0;
     ssize_t n = read(STDIN_FILENO, &b, 1);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (n == 1 && b == opencode::kLaunchGoByte) return 0;
-    return Fail(kExitNoGo, "no go from the supervisor");
+    return Fail(kExitHandoff, "no go from the supervisor");
   }
 }
 
 int RunOuter(int argc, char** argv) {
+  if (int r = TakeResizeChannel(); r != 0) return r;
   // fd 2 is the approved directory: it becomes the working directory and then
   // stops being a descriptor of ours. Until dup2 succeeds, report on fd 1.
   struct stat st;
@@ -312,8 +438,11 @@ int RunOuter(int argc, char** argv) {
   }
   env_argv[len] = '\0';
 
-  // Nothing systemd (or anyone before it) left open goes further.
-  if (close_range(kSelfFd, ~0U, 0) < 0) return Fail(kExitCloseFds, "close_range failed");
+  // Nothing systemd (or anyone before it) left open goes further, except
+  // the resize channel on fd 4.
+  static_assert(kChannelFd == kSelfFd + 1, "fd 3 is rebound below; only fd 4 is kept");
+  if (close(kSelfFd) < 0 && errno != EBADF) return Fail(kExitCloseFds, "close(3) failed");
+  if (close_range(kChannelFd + 1, ~0U, 0) < 0) return Fail(kExitCloseFds, "close_range failed");
   clearenv();
 
   // fd 3 = this reviewed executable, so that the inner step runs it from the
@@ -329,7 +458,7 @@ int RunOuter(int argc, char** argv) {
     return Fail(kExitSelf, "cannot bind fd 3");
   }
 
-  BuildEnv(carried, env_argv, /*with_shell=*/false);
+  BuildEnv(carried, env_argv, /*for_command=*/false);
   // Nothing of the command runs before the supervisor's verdict on the unit.
   if (int r = AwaitGo(); r != 0) return r;
   static const char* const script_argv[] = {"script", "-q", "-e", "-f", "-c", kScriptCommand, "/dev/null", nullptr};
@@ -431,9 +560,13 @@ int RunExec() {
     if (sigaction(sig, &sa, nullptr) < 0) return Fail(kExitSignals, "cannot reset a signal");
   }
 
-  // fd 3 (this executable) and anything script or sh left open stay behind.
+  // After the signal reset, so the resizer starts with default dispositions.
+  if (int r = StartResizer(); r != 0) return r;
+
+  // fd 3 (this executable), fd 4 (the channel: the resizer has it) and
+  // anything script or sh left open stay behind.
   if (close_range(kSelfFd, ~0U, 0) < 0) return Fail(kExitCloseFds, "close_range failed");
-  BuildEnv(carried, nullptr, /*with_shell=*/true);
+  BuildEnv(carried, nullptr, /*for_command=*/true);
   return ExecCommand();
 }
 

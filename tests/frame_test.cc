@@ -1,6 +1,7 @@
 // Frame codec and START payload: round trips, incremental decoding split at
 // every byte boundary, and every malformed header and payload.
 #include "common/frame.h"
+#include "common/size_message.h"
 #include "common/dimension.h"
 
 #include <gtest/gtest.h>
@@ -49,6 +50,7 @@ TEST(Frame, RoundTripEveryType) {
       {Direction::kFromClient, FrameType::kSignal, std::string(1, char(2))},
       {Direction::kFromClient, FrameType::kStop, ""},
       {Direction::kFromClient, FrameType::kEof, ""},
+      {Direction::kFromClient, FrameType::kResize, std::string("\x00\x84\x00\x28", 4)},
       {Direction::kFromSupervisor, FrameType::kOutput, std::string("\0\xff\x1b[0m", 6)},
       {Direction::kFromSupervisor, FrameType::kEvent, "{\"type\":\"notice\",\"code\":\"stopping\"}"},
   };
@@ -109,7 +111,7 @@ INSTANTIATE_TEST_SUITE_P(All, FrameMalformed, ::testing::Values(
     BadHeader{"version2", C, std::string(1, '\2'), ErrorCode::kBadVersion},
     BadHeader{"version255", S, Header(255, 0x81, 0, 1) + "x", ErrorCode::kBadVersion},
     BadHeader{"type0", C, Header(1, 0, 0, 0).substr(0, 2), ErrorCode::kUnknownType},
-    BadHeader{"type6", C, Header(1, 6, 0, 0), ErrorCode::kUnknownType},
+    BadHeader{"type7", C, Header(1, 7, 0, 0), ErrorCode::kUnknownType},
     BadHeader{"output-from-client", C, Header(1, 0x81, 0, 1) + "x", ErrorCode::kUnknownType},
     BadHeader{"event-from-client", C, Header(1, 0x82, 0, 2), ErrorCode::kUnknownType},
     BadHeader{"input-from-supervisor", S, Header(1, 0x02, 0, 1), ErrorCode::kUnknownType},
@@ -298,5 +300,46 @@ TEST(Dimension, AcceptsOneToMaxInPlainDecimalOnly) {
     EXPECT_FALSE(ParseDimension(bad, 1000, &v)) << '"' << bad << '"';
   EXPECT_EQ(v, 7) << "untouched on failure";
 }
+}  // namespace
+}  // namespace opencode
+
+namespace opencode {
+namespace {
+
+// RESIZE (0x06): exactly kResizePayload bytes, cols and rows 1..1000.
+TEST(Resize, FrameBoundsAreExactlyFourBytes) {
+  size_t min = 0, max = 0;
+  ASSERT_TRUE(PayloadBounds(Direction::kFromClient, 0x06, &min, &max));
+  EXPECT_EQ(min, limits::kResizePayload);
+  EXPECT_EQ(max, limits::kResizePayload);
+  EXPECT_FALSE(PayloadBounds(Direction::kFromSupervisor, 0x06, &min, &max));
+  uint8_t hdr[8] = {1, 0x06, 0, 0, 0, 0, 0, 3};
+  EXPECT_EQ(DecodeFrame(Direction::kFromClient, std::span<const uint8_t>(hdr, 8)).error, ErrorCode::kFrameTooSmall);
+  hdr[7] = 5;
+  EXPECT_EQ(DecodeFrame(Direction::kFromClient, std::span<const uint8_t>(hdr, 8)).error, ErrorCode::kFrameTooLarge);
+  EXPECT_EQ(DecodeFrame(Direction::kFromSupervisor, std::span<const uint8_t>(hdr, 8)).error, ErrorCode::kUnknownType);
+}
+
+TEST(Resize, PayloadParsesEveryValidSizeAndRefusesTheRest) {
+  for (unsigned c : {0u, 1u, 80u, 999u, 1000u, 1001u, 65535u})
+    for (unsigned r : {0u, 1u, 24u, 1000u, 1001u, 65535u}) {
+      uint8_t p[4];
+      EncodeSizeMessage(uint16_t(c), uint16_t(r), p);
+      uint16_t cols = 7, rows = 7;
+      ErrorCode e = ParseResizePayload(std::span<const uint8_t>(p, 4), &cols, &rows);
+      bool ok = c >= 1 && c <= 1000 && r >= 1 && r <= 1000;
+      EXPECT_EQ(e, ok ? ErrorCode::kOk : ErrorCode::kBadSize) << c << "x" << r;
+      EXPECT_EQ(cols, ok ? c : 7u);
+      EXPECT_EQ(rows, ok ? r : 7u);
+      EXPECT_EQ(p[0], uint8_t(c >> 8));  // big-endian
+      EXPECT_EQ(p[1], uint8_t(c));
+    }
+  uint8_t five[5] = {0, 80, 0, 24, 0};
+  uint16_t c = 0, r = 0;
+  EXPECT_EQ(ParseResizePayload(std::span<const uint8_t>(five, 3), &c, &r), ErrorCode::kFrameTooSmall);
+  EXPECT_EQ(ParseResizePayload(std::span<const uint8_t>(five, 5), &c, &r), ErrorCode::kFrameTooLarge);
+  EXPECT_EQ(ParseSizeMessage(five, 0, &c, &r), ErrorCode::kFrameTooSmall);
+}
+
 }  // namespace
 }  // namespace opencode

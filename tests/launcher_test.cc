@@ -21,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -33,6 +34,8 @@
 #include "common/base64url.h"
 #include "common/launch.h"
 #include "common/limits.h"
+#include "common/scm_rights.h"
+#include "common/size_message.h"
 #include "common/unique_fd.h"
 
 namespace {
@@ -45,7 +48,7 @@ namespace fs = std::filesystem;
 constexpr int kNotDirectory = 100, kChdir = 101, kDupStderr = 102, kArgc = 103, kEncodedTooLong = 104, kBadPrefix = 105,
               kBadAlphabet = 106, kBadLength = 107, kNonCanonical = 108, kArgTooLong = 109,
               kArgvTooLong = 110, kEmptyCommand = 111, kNulByte = 112, kWindowSize = 113,
-              kHome = 114, kUserName = 115, kNoArgv = 119, kNotTty = 120, kNoGo = 123,
+              kHome = 114, kUserName = 115, kNoArgv = 119, kNotTty = 120, kHandoff = 123, kNoGo = 123,
               kCannotExecute = 126, kNotFound = 127;
 constexpr uid_t kNobody = 65534;
 
@@ -65,6 +68,7 @@ struct Outcome {
   int status = -1;      // raw wait status
   std::string output;   // everything that came out of the PTY stream
   bool timed_out = false;
+  UniqueFd channel;     // the supervisor's end of the resize channel
   int code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
 };
 
@@ -77,8 +81,16 @@ struct Report {
   std::map<int, std::string> ttys;   // fd -> ttyname or "-"
 };
 
+// What precedes everything else on the PTY stream (the supervisor's resize
+// channel handoff, daemon/resize_channel.cc), and the broken variants.
+enum class Handoff { kGood, kNone, kWrongByte, kNoFd, kTwoFds, kStreamSocket, kTwoBytes };
+
 // How to start the launcher; the defaults are what systemd does in a PTY unit.
 struct LaunchOptions {
+  Handoff handoff = Handoff::kGood;
+  // Called with the output so far after each read of the stream, and the
+  // supervisor's end of the resize channel (live resize tests).
+  std::function<void(const std::string& output, int channel)> on_output{};
   std::vector<std::string> env{};      // empty: LauncherTest::SystemdEnv()
   int fd2 = -1;                        // fd 2: -1 the work directory, -2 closed, else this fd
   std::vector<int> strays{};           // leaked copies of the stream/directory at these fds
@@ -145,6 +157,7 @@ class LauncherTest : public ::testing::Test {
       return out;
     }
     UniqueFd mine(sv[0]), theirs(sv[1]);
+    if (!SendHandoff(mine.get(), opt.handoff, &out.channel)) return out;
     int dir = fd2 == -1 ? dir_fd_.get() : fd2;
     bool drop = geteuid() == 0;
     pid_t pid = fork();
@@ -198,11 +211,66 @@ class LauncherTest : public ::testing::Test {
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       out.output.append(buf, size_t(n));
+      if (opt.on_output) opt.on_output(out.output, out.channel.get());
     }
     if (out.timed_out) kill(pid, SIGKILL);
     while (waitpid(pid, &out.status, 0) < 0 && errno == EINTR) {}
     EXPECT_FALSE(out.timed_out) << "launcher did not finish; output so far: " << out.output;
     return out;
+  }
+
+  // Sends `kind` of handoff on the stream; *channel = the supervisor's end.
+  static bool SendHandoff(int stream, Handoff kind, UniqueFd* channel) {
+    int cp[2];
+    if (socketpair(AF_UNIX, (kind == Handoff::kStreamSocket ? SOCK_STREAM : SOCK_SEQPACKET) | SOCK_CLOEXEC,
+                   0, cp) != 0) {
+      ADD_FAILURE() << "socketpair: " << strerror(errno);
+      return false;
+    }
+    channel->reset(cp[0]);
+    UniqueFd unit_end(cp[1]);
+    ssize_t n = 0;
+    switch (kind) {
+      case Handoff::kNone:
+        return true;
+      case Handoff::kNoFd:
+        n = send(stream, "R", 1, MSG_NOSIGNAL);
+        break;
+      case Handoff::kWrongByte:
+        n = opencode::SendWithFd(stream, "X", 1, unit_end.get());
+        break;
+      case Handoff::kTwoBytes:  // 'R' + fd, then a line of input: only 'R' is the launcher's
+        n = opencode::SendWithFd(stream, "R", 1, unit_end.get());
+        if (n == 1 && send(stream, "typed\n", 6, MSG_NOSIGNAL) != 6) n = -1;
+        break;
+      case Handoff::kTwoFds: {
+        int fds[2] = {unit_end.get(), unit_end.get()};
+        char byte = 'R';
+        struct iovec iov = {&byte, 1};
+        alignas(struct cmsghdr) char ctl[CMSG_SPACE(sizeof fds)] = {};
+        struct msghdr mh = {};
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = ctl;
+        mh.msg_controllen = sizeof ctl;
+        struct cmsghdr* c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof fds);
+        memcpy(CMSG_DATA(c), fds, sizeof fds);
+        n = sendmsg(stream, &mh, MSG_NOSIGNAL);
+        break;
+      }
+      case Handoff::kGood:
+      case Handoff::kStreamSocket:
+        n = opencode::SendWithFd(stream, "R", 1, unit_end.get());
+        break;
+    }
+    if (n != 1) {
+      ADD_FAILURE() << "handoff send: " << strerror(errno);
+      return false;
+    }
+    return true;
   }
 
   // Encoded argv for `raw`, ready for Run().
@@ -640,8 +708,9 @@ TEST_F(LauncherTest, CommandRunsOnATerminalInTheDirectoryWithTheFixedEnvironment
   // caller's PATH/LD_PRELOAD/ENV/TERM/LANG and systemd's extras are gone.
   std::vector<std::string> env = r.env;
   std::sort(env.begin(), env.end());
-  std::vector<std::string> expected = {"COLUMNS=120", "HOME=/nonexistent", "LANG=C.UTF-8",
-                                       "LINES=40", "LOGNAME=nobody", "PATH=/usr/local/bin:/usr/bin:/bin",
+  // No COLUMNS/LINES: the size is the terminal's (it changes with resize).
+  std::vector<std::string> expected = {"HOME=/nonexistent", "LANG=C.UTF-8",
+                                       "LOGNAME=nobody", "PATH=/usr/local/bin:/usr/bin:/bin",
                                        "SHELL=/bin/sh", "TERM=xterm-256color", "USER=nobody"};
   EXPECT_EQ(env, expected);
   EXPECT_FALSE(Exists("env-ran"));       // ENV/BASH_ENV never reached a shell
@@ -677,7 +746,7 @@ TEST_F(LauncherTest, AbsentIdentityStaysAbsentAndSizeDefaults) {
   ASSERT_TRUE(r.present) << o.output;
   std::vector<std::string> env = r.env;
   std::sort(env.begin(), env.end());
-  EXPECT_EQ(env, (std::vector<std::string>{"COLUMNS=80", "LANG=C.UTF-8", "LINES=24",
+  EXPECT_EQ(env, (std::vector<std::string>{"LANG=C.UTF-8",
                                            "PATH=/usr/local/bin:/usr/bin:/bin", "SHELL=/bin/sh",
                                            "TERM=xterm-256color"}));
   EXPECT_EQ(r.winsize, "24 80");
@@ -695,10 +764,12 @@ TEST_F(LauncherTest, SttySizeShowsTheRequestedSize) {
   Outcome d = Run(Encode({"stty", "size"}), {.env = {"HOME=/nonexistent"}});
   EXPECT_EQ(d.code(), 0) << d.output;
   EXPECT_NE(d.output.find("24 80\r\n"), std::string::npos) << d.output;
-  Outcome m = Run(Encode({"/bin/sh", "-c", "stty size; echo \"$COLUMNS x $LINES\""}),
+  // The size is the terminal's only: COLUMNS/LINES do not reach the command
+  // (they would override the terminal in tput and ncurses after a resize).
+  Outcome m = Run(Encode({"/bin/sh", "-c", "stty size; echo \"${COLUMNS-unset} x ${LINES-unset}\"; tput cols"}),
                   {.env = {"COLUMNS=1000", "LINES=1"}});
   EXPECT_EQ(m.code(), 0) << m.output;
-  EXPECT_NE(m.output.find("1 1000\r\n1000 x 1\r\n"), std::string::npos) << m.output;
+  EXPECT_NE(m.output.find("1 1000\r\nunset x unset\r\n1000\r\n"), std::string::npos) << m.output;
 }
 
 // ---------------------------------------------------------------------------
@@ -827,7 +898,7 @@ TEST_F(LauncherTest, ExecChainIsExactlyScriptShLauncherCommand) {
   EXPECT_EQ(execs[4].argv, (std::vector<std::string>{"/proc/self/fd/3", "--exec"}));
   EXPECT_EQ(execs[5].path, PROBE_PATH);
   EXPECT_EQ(execs[5].argv, argv);
-  EXPECT_EQ(execs[5].env, (std::vector<std::string>{"COLUMNS=120", "HOME=/nonexistent", "LANG=C.UTF-8", "LINES=40",
+  EXPECT_EQ(execs[5].env, (std::vector<std::string>{"HOME=/nonexistent", "LANG=C.UTF-8",
                                                     "LOGNAME=nobody", "PATH=/usr/local/bin:/usr/bin:/bin",
                                                     "SHELL=/bin/sh", "TERM=xterm-256color", "USER=nobody"}));
 }
@@ -848,5 +919,128 @@ bool IsStaticElf(const char* path) {
 
 TEST(LauncherBinary, IsStaticallyLinked) { EXPECT_TRUE(IsStaticElf(LAUNCHER_PATH)); }
 TEST(LauncherBinary, ProbeIsNotStaticSoTheCheckCanFail) { EXPECT_FALSE(IsStaticElf(PROBE_PATH)); }
+
+}  // namespace
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// The resize channel handoff and live resize (docs/SECURITY.md "Live resize").
+
+struct BadHandoff {
+  const char* name;
+  Handoff kind;
+};
+
+class LauncherRejectsHandoff : public LauncherTest, public ::testing::WithParamInterface<BadHandoff> {};
+
+TEST_P(LauncherRejectsHandoff, BeforeAnythingRuns) {
+  Outcome o = Run(TouchMarker(), {.handoff = GetParam().kind});
+  EXPECT_EQ(o.code(), kHandoff) << o.output;
+  EXPECT_NE(o.output.find("opencode-pty-launcher: "), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("resize channel"), std::string::npos) << o.output;
+  EXPECT_FALSE(Exists("marker"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, LauncherRejectsHandoff,
+                         ::testing::Values(BadHandoff{"Missing", Handoff::kNone},
+                                           BadHandoff{"WrongByte", Handoff::kWrongByte},
+                                           BadHandoff{"ByteWithoutDescriptor", Handoff::kNoFd},
+                                           BadHandoff{"TwoDescriptors", Handoff::kTwoFds},
+                                           BadHandoff{"StreamSocketNotSeqpacket", Handoff::kStreamSocket}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// --exec without the channel on fd 4 (the session's user ran it by hand on
+// a terminal, with everything else right) refuses before running anything.
+TEST_F(LauncherTest, ExecModeWithoutTheChannelRefuses) {
+  std::string inner = "COLUMNS=80 LINES=24 OPENCODE_PTY_ARGV='" + Enc("/usr/bin/touch") + " " +
+                      Enc(dir_ + "/marker") + "' exec " + LAUNCHER_PATH + " --exec";
+  Outcome o = Run(Encode({"/bin/sh", "-c", inner}));
+  EXPECT_EQ(o.code(), kHandoff) << o.output;
+  EXPECT_NE(o.output.find("fd 4 is not the resize channel"), std::string::npos) << o.output;
+  EXPECT_FALSE(Exists("marker"));
+}
+
+// The size messages reach the PTY in order and the command sees SIGWINCH
+// each time (stty size in its WINCH trap).
+TEST_F(LauncherTest, LiveResizeReachesTheCommandInOrder) {
+  const char* script =
+      "n=0; trap 'stty size; n=$((n+1)); if [ $n -ge 3 ]; then exit 0; fi' WINCH; "
+      "stty size; while :; do sleep 0.05; done";
+  struct Step { const char* seen; uint16_t cols, rows; };
+  std::vector<Step> steps = {{"40 120", 100, 30}, {"30 100", 132, 50}, {"50 132", 80, 24}};
+  size_t next = 0;
+  auto step = [&](const std::string& out, int channel) {
+    if (next < steps.size() && out.find(steps[next].seen) != std::string::npos) {
+      uint8_t m[limits::kResizePayload];
+      opencode::EncodeSizeMessage(steps[next].cols, steps[next].rows, m);
+      EXPECT_EQ(send(channel, m, sizeof m, MSG_NOSIGNAL), 4);
+      ++next;
+    }
+  };
+  Outcome o = Run(Encode({"/bin/sh", "-c", script}), {.on_output = step});
+  EXPECT_EQ(o.code(), 0) << o.output;
+  size_t a = o.output.find("40 120"), b = o.output.find("30 100"), c = o.output.find("50 132"),
+         d = o.output.find("24 80");
+  EXPECT_TRUE(a != std::string::npos && b != std::string::npos && c != std::string::npos &&
+              d != std::string::npos && a < b && b < c && c < d)
+      << o.output;
+}
+
+// The command exits: the resizer, the only other holder of the channel's unit
+// end, exits too (its pidfd became readable), so our end sees the hang-up.
+// The command itself never had fd 4 (the probe test checks fds 0..2 only).
+TEST_F(LauncherTest, ResizerEndsWithTheCommandAndHoldsNoStream) {
+  Outcome o = Run(Encode({"/bin/sh", "-c", "sleep 0.2; exit 3"}));
+  EXPECT_EQ(o.code(), 3) << o.output;  // and the stream reached EOF (Run returned)
+  ASSERT_TRUE(o.channel.valid());
+  struct pollfd p = {o.channel.get(), POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 10000), 1) << "the resizer still holds the channel";
+  EXPECT_NE(p.revents & POLLHUP, 0);
+}
+
+// Input right behind the handoff is the command's, not the launcher's.
+TEST_F(LauncherTest, InputBehindTheHandoffReachesTheCommand) {
+  Outcome o = Run(Encode({"/bin/sh", "-c", "read l; echo \"got:$l\""}), {.handoff = Handoff::kTwoBytes});
+  EXPECT_EQ(o.code(), 0) << o.output;
+  EXPECT_NE(o.output.find("got:typed"), std::string::npos) << o.output;
+}
+
+// A malformed message ends the resizer (exit 124), not the session: a valid
+// size right behind it is no longer applied (the command, 2 s later, still
+// sees the start size) and the command exits normally.
+TEST_F(LauncherTest, MalformedSizeMessageEndsOnlyTheResizer) {
+  bool sent = false;
+  auto step = [&](const std::string& out, int channel) {
+    if (!sent && out.find("ready") != std::string::npos) {
+      EXPECT_EQ(send(channel, "\x00\x50\x00", 3, MSG_NOSIGNAL), 3);
+      uint8_t m[limits::kResizePayload];
+      opencode::EncodeSizeMessage(100, 30, m);
+      EXPECT_EQ(send(channel, m, sizeof m, MSG_NOSIGNAL), 4);
+      sent = true;
+    }
+  };
+  Outcome o = Run(Encode({"/bin/sh", "-c", "echo ready; sleep 2; stty size"}), {.on_output = step});
+  EXPECT_EQ(o.code(), 0) << o.output;
+  EXPECT_TRUE(sent);
+  EXPECT_NE(o.output.find("40 120"), std::string::npos) << o.output;
+  EXPECT_EQ(o.output.find("30 100"), std::string::npos) << o.output;
+}
+
+// Control for the test above: the same valid size alone is applied.
+TEST_F(LauncherTest, ValidSizeMessageIsApplied) {
+  bool sent = false;
+  auto step = [&](const std::string& out, int channel) {
+    if (!sent && out.find("ready") != std::string::npos) {
+      uint8_t m[limits::kResizePayload];
+      opencode::EncodeSizeMessage(100, 30, m);
+      EXPECT_EQ(send(channel, m, sizeof m, MSG_NOSIGNAL), 4);
+      sent = true;
+    }
+  };
+  Outcome o = Run(Encode({"/bin/sh", "-c", "echo ready; sleep 2; stty size"}), {.on_output = step});
+  EXPECT_EQ(o.code(), 0) << o.output;
+  EXPECT_NE(o.output.find("30 100"), std::string::npos) << o.output;
+}
 
 }  // namespace

@@ -30,6 +30,7 @@ struct Recorder final : Pump::Delegate {
   void OnControlFrame(FrameType type, uint8_t arg) noexcept override {
     controls.emplace_back(type, arg);
   }
+  void OnResize(uint16_t cols, uint16_t rows) noexcept override { resizes.emplace_back(cols, rows); }
   void OnClientError(ErrorCode code) noexcept override { errors.push_back(code); }
   void OnClientEof() noexcept override { ++client_eof; }
   void OnClientGone() noexcept override { ++client_gone; }
@@ -40,6 +41,7 @@ struct Recorder final : Pump::Delegate {
   std::vector<uint8_t> start_payload;
   UniqueFd start_fd;
   std::vector<std::pair<FrameType, uint8_t>> controls;
+  std::vector<std::pair<uint16_t, uint16_t>> resizes;
   std::vector<ErrorCode> errors;
   int client_eof = 0, client_gone = 0, output_complete = 0, flushed = 0;
 };

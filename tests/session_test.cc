@@ -141,6 +141,7 @@ struct SessionTest : ::testing::Test {
     auto call = systemd.Pending_("StartUnit");
     request = *call->request;
     unit_fd = call->stream_fd;
+    TakeHandoff();
     systemd.Answer("StartUnit", absl::OkStatus());
     EXPECT_TRUE(systemd.AnswerSnapshot(GoodSnapshot(request)));
     EXPECT_TRUE(Wait([&] {
@@ -149,6 +150,40 @@ struct SessionTest : ::testing::Test {
     }));
     EXPECT_EQ(session->state(), Session::State::kRunning);
     return unit_fd;
+  }
+
+  // What the launcher does first: the byte 'R' and the unit's end of the
+  // resize channel, already waiting on the stream when the unit is started.
+  void TakeHandoff() {
+    char byte = 0;
+    RecvFdResult r = RecvWithFd(unit_fd, &byte, 1, MSG_DONTWAIT);
+    ASSERT_EQ(r.bytes, 1);
+    EXPECT_EQ(byte, 'R');
+    ASSERT_EQ(r.error, ErrorCode::kOk);
+    ASSERT_TRUE(r.fd.valid());
+    int type = 0;
+    socklen_t len = sizeof type;
+    ASSERT_EQ(getsockopt(r.fd.get(), SOL_SOCKET, SO_TYPE, &type, &len), 0);
+    EXPECT_EQ(type, SOCK_SEQPACKET);
+    EXPECT_EQ(fcntl(r.fd.get(), F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+    resize_peer = std::move(r.fd);
+  }
+  // Every size message waiting on the unit's end of the resize channel.
+  std::vector<std::pair<int, int>> ReadSizes() {
+    std::vector<std::pair<int, int>> sizes;
+    uint8_t m[8];
+    ssize_t n;
+    while ((n = recv(resize_peer.get(), m, sizeof m, MSG_DONTWAIT)) > 0) {
+      EXPECT_EQ(n, 4);
+      sizes.emplace_back((m[0] << 8) | m[1], (m[2] << 8) | m[3]);
+    }
+    return sizes;
+  }
+  void SendResize(int cols, int rows) {
+    std::string f;
+    uint8_t p[4] = {uint8_t(cols >> 8), uint8_t(cols), uint8_t(rows >> 8), uint8_t(rows)};
+    AppendFrame(FrameType::kResize, std::span<const uint8_t>(p, 4), &f);
+    ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
   }
 
   EventPtr event = testing::NewEvent();
@@ -162,6 +197,7 @@ struct SessionTest : ::testing::Test {
   std::unique_ptr<Session> session;
   UnitRequest request;
   int unit_fd = -1;
+  UniqueFd resize_peer;
 };
 
 TEST_F(SessionTest, HappyPathStartedOutputInputExitAfterProof) {
@@ -698,6 +734,129 @@ TEST_F(SessionTest, TerminalFlushDeadlineClosesANonReadingClient) {
   ASSERT_TRUE(Wait([&] { return obs.finished == 1; },
                    static_cast<int>(limits::kTerminalFlushDeadlineUsec / 1000) + 3000));
 }
+
+}  // namespace
+}  // namespace opencode::daemon
+
+namespace opencode::daemon {
+namespace {
+
+TEST_F(SessionTest, ResizeReachesTheChannelInOrder) {
+  reader.fd = client.get();
+  ToRunning();
+  std::vector<std::pair<int, int>> got;
+  for (auto [c, r] : std::vector<std::pair<int, int>>{{120, 40}, {132, 43}, {1000, 1000}, {1, 1}}) {
+    SendResize(c, r);
+    ASSERT_TRUE(Wait([&] {
+      for (auto sz : ReadSizes()) got.push_back(sz);
+      return !got.empty() && got.back() == std::make_pair(c, r);
+    }));
+  }
+  EXPECT_EQ(got, (std::vector<std::pair<int, int>>{{120, 40}, {132, 43}, {1000, 1000}, {1, 1}}));
+  EXPECT_EQ(session->state(), Session::State::kRunning);
+}
+
+// 10,000 RESIZE frames in one write, then INPUT: the input arrives, the last
+// size wins, memory stays flat and far fewer than 10,000 writes happen.
+TEST_F(SessionTest, ResizeFloodIsCoalescedAndNeverDelaysInput) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  size_t before = session->MemoryBytes();
+  std::string flood;
+  for (int i = 0; i < 10000; ++i) {
+    uint8_t p[4] = {uint8_t((1 + i % 1000) >> 8), uint8_t(1 + i % 1000), 0, uint8_t(1 + i % 200)};
+    AppendFrame(FrameType::kResize, std::span<const uint8_t>(p, 4), &flood);
+  }
+  uint8_t last[4] = {0, 132, 0, 40};
+  AppendFrame(FrameType::kResize, std::span<const uint8_t>(last, 4), &flood);
+  AppendFrame(FrameType::kInput, std::string_view("after\n"), &flood);
+  // The client socket is nonblocking: write as the loop makes room.
+  size_t off = 0;
+  std::vector<std::pair<int, int>> got;
+  char buf[16];
+  ASSERT_TRUE(Wait([&] {
+    if (off < flood.size()) {
+      ssize_t n = write(client.get(), flood.data() + off, flood.size() - off);
+      if (n > 0) off += size_t(n);
+    }
+    EXPECT_LE(session->MemoryBytes(), before + limits::kFrameHeaderBytes + limits::kMaxStartPayload);
+    for (auto sz : ReadSizes()) got.push_back(sz);
+    return off == flood.size() && recv(unit, buf, sizeof buf, MSG_DONTWAIT | MSG_PEEK) == 6;
+  }));
+  ASSERT_EQ(read(unit, buf, 6), 6);
+  EXPECT_EQ(std::string(buf, 6), "after\n");
+  ASSERT_TRUE(Wait([&] {
+    for (auto sz : ReadSizes()) got.push_back(sz);
+    return !got.empty() && got.back() == std::make_pair(132, 40);
+  }));
+  // One write per loop iteration at most, not per frame.
+  EXPECT_LT(got.size(), 100u) << got.size();
+  EXPECT_EQ(session->resize_channel()->sizes_written(), got.size());
+  EXPECT_FALSE(session->resize_channel()->has_pending());
+  EXPECT_EQ(session->state(), Session::State::kRunning);
+}
+
+TEST_F(SessionTest, ResizeSentWhileStartingIsAppliedOnceRunning) {
+  reader.fd = client.get();
+  Begin();
+  SendStartWithDir();
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StartUnit") != nullptr; }));
+  auto call = systemd.Pending_("StartUnit");
+  request = *call->request;
+  unit_fd = call->stream_fd;
+  TakeHandoff();
+  SendResize(50, 20);
+  SendResize(132, 40);  // the last size wins
+  testing::RunFor(event.get(), 50);
+  EXPECT_TRUE(ReadSizes().empty());  // STARTING: the frames wait in the socket
+  systemd.Answer("StartUnit", absl::OkStatus());
+  ASSERT_TRUE(systemd.AnswerSnapshot(GoodSnapshot(request)));
+  std::vector<std::pair<int, int>> got;
+  ASSERT_TRUE(Wait([&] {
+    for (auto sz : ReadSizes()) got.push_back(sz);
+    return !got.empty() && got.back() == std::make_pair(132, 40);
+  }));
+  EXPECT_LE(got.size(), 2u);
+  EXPECT_EQ(session->state(), Session::State::kRunning);
+}
+
+struct BadResize {
+  std::string name;
+  std::string payload;
+  std::string code;
+  friend void PrintTo(const BadResize& b, std::ostream* os) { *os << b.name; }
+};
+
+class SessionBadResize : public SessionTest, public ::testing::WithParamInterface<BadResize> {};
+
+TEST_P(SessionBadResize, EndsTheSessionWithItsCodeAndStopsTheUnit) {
+  reader.fd = client.get();
+  ToRunning();
+  std::string f;
+  AppendFrame(FrameType::kResize, GetParam().payload, &f);
+  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  ASSERT_TRUE(Wait([&] {
+    reader.Drain();
+    return reader.events.size() >= 2;
+  }));
+  Envelope e = Terminal();
+  EXPECT_EQ(e.type, "error");
+  EXPECT_EQ(Code(e), GetParam().code);
+  EXPECT_TRUE(ReadSizes().empty());
+  CompleteReap();
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Payloads, SessionBadResize,
+    ::testing::Values(BadResize{"ZeroCols", std::string("\0\0\0\x18", 4), "bad_size"},
+                      BadResize{"ZeroRows", std::string("\0\x50\0\0", 4), "bad_size"},
+                      BadResize{"Cols1001", std::string("\x03\xe9\0\x18", 4), "bad_size"},
+                      BadResize{"Rows1001", std::string("\0\x50\x03\xe9", 4), "bad_size"},
+                      BadResize{"Short", std::string("\0\x50\0", 3), "frame_too_small"},
+                      BadResize{"Long", std::string("\0\x50\0\x18\0", 5), "frame_too_large"},
+                      BadResize{"Empty", std::string(), "frame_too_small"}),
+    [](const ::testing::TestParamInfo<BadResize>& i) { return i.param.name; });
 
 }  // namespace
 }  // namespace opencode::daemon

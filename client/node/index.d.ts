@@ -111,8 +111,10 @@ export interface IPty {
   end(): void;
   pause(): void;
   resume(): void;
-  /** Always throws PtyError "not_supported": the window size is fixed at start. */
-  resize(cols: number, rows: number): never;
+  /** New window size, integers 1..1000 (else PtyError "bad_size"). Before
+   *  `started` it is queued (the last size wins) and sent once the unit runs;
+   *  after the session ended it throws PtyError "closed". */
+  resize(cols: number, rows: number): void;
   /** Close the connection now; the supervisor stops the unit. Held output is
    *  discarded; a pending onExit fires (error "closed", or the session's own
    *  ending if it had already ended). */

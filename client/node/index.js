@@ -63,7 +63,7 @@ const limits = Object.freeze({
 });
 
 const FrameType = Object.freeze({
-  START: 0x01, INPUT: 0x02, SIGNAL: 0x03, STOP: 0x04, EOF: 0x05,
+  START: 0x01, INPUT: 0x02, SIGNAL: 0x03, STOP: 0x04, EOF: 0x05, RESIZE: 0x06,
   OUTPUT: 0x81, EVENT: 0x82,
 });
 
@@ -75,6 +75,7 @@ const BOUNDS = Object.freeze({
     [FrameType.SIGNAL, [1, 1]],
     [FrameType.STOP, [0, 0]],
     [FrameType.EOF, [0, 0]],
+    [FrameType.RESIZE, [4, 4]],
   ]),
   fromSupervisor: new Map([
     [FrameType.OUTPUT, [1, limits.maxOutputPayload]],
@@ -417,6 +418,21 @@ function checkSize(name, v, def, max) {
   return v;
 }
 
+// resize(cols, rows): the same rule as spawn's cols/rows, but both required.
+function checkResize(name, v, max) {
+  if (!Number.isInteger(v) || v < 1 || v > max) {
+    throw new PtyError('bad_size', `resize: ${name} must be an integer in 1..${max}, got ${v}`);
+  }
+  return v;
+}
+
+function resizePayload(cols, rows) {
+  const p = Buffer.alloc(4);
+  p.writeUInt16BE(cols, 0);
+  p.writeUInt16BE(rows, 2);
+  return p;
+}
+
 function checkArgv(file, args) {
   if (typeof file !== 'string' || file.length === 0) {
     throw new PtyError('empty_command', 'spawn: file must be a non-empty string');
@@ -603,6 +619,7 @@ class Pty {
     this._outbox = [];            // frames written before the helper exited 0
     this._outboxBytes = 0;
     this._inputClosed = false;
+    this._pendingResize = null;   // [cols, rows] asked for after the helper ran, before started
     this._terminal = null;        // {exitCode, signal, result, error} once known
     this._exited = false;
     this._helper = null;
@@ -772,8 +789,21 @@ class Pty {
     this._scheduleDeliver();
   }
 
-  resize() {
-    throw new PtyError('not_supported', 'resize: not supported: window size is fixed at start');
+  // A new window size for the PTY. Before the helper ran, the START frame
+  // carries it; between the helper and `started`, it waits here (the last
+  // size wins) and is sent when the unit runs; after the end: `closed`.
+  resize(cols, rows) {
+    const c = checkResize('cols', cols, limits.maxCols);
+    const r = checkResize('rows', rows, limits.maxRows);
+    if (this._ended()) throw new PtyError('closed', 'resize: the session has ended');
+    this.cols = c;
+    this.rows = r;
+    if (this.state === 'connecting') return;
+    if (this.state !== 'running') {
+      this._pendingResize = [c, r];
+      return;
+    }
+    this._send(encodeFrame(FrameType.RESIZE, resizePayload(c, r)));
   }
 
   // node-pty: clears the ConPTY buffer on Windows, a no-op elsewhere. Here too.
@@ -1012,6 +1042,11 @@ class Pty {
         this.invocation = env.invocation;
         this.revision = env.revision;
         this.source = env.source;
+        if (this._pendingResize) {
+          const [c, r] = this._pendingResize;
+          this._pendingResize = null;
+          this._send(encodeFrame(FrameType.RESIZE, resizePayload(c, r)));
+        }
         this._on.started.emit(env);
         return;
       case 'notice':

@@ -6,7 +6,9 @@ the supervisor does: StartTransientUnit over the system bus with one end of a
 socketpair as StandardInputFileDescriptor and StandardOutputFileDescriptor, an
 opened directory as StandardErrorFileDescriptor, User=byk,
 Environment=COLUMNS/LINES, ExecStart = the launcher + one canonical encoded
-argument per argv element, AddRef=yes + CollectMode=inactive-or-failed. It
+argument per argv element, AddRef=yes + CollectMode=inactive-or-failed. Like
+the supervisor, it first sends the resize channel handoff on the stream (one
+byte 'R' + the unit's end of an AF_UNIX SOCK_SEQPACKET socketpair). It
 reads the PTY stream to EOF, reads ExecMainCode/ExecMainStatus/Result,
 Unref()s the unit and proves it is gone (NoSuchUnit).
 
@@ -15,6 +17,7 @@ import base64
 import os
 import shutil
 import socket
+import struct
 import sys
 import tempfile
 import time
@@ -38,10 +41,15 @@ class Run:
     """One transient unit. `args`: raw argv elements (bytes), encoded here;
     `tokens`: launcher arguments passed as given (hostile cases)."""
 
-    def __init__(self, workdir, args=None, tokens=None, cols="120", rows="40", stdin=None, go=True):
+    def __init__(self, workdir, args=None, tokens=None, cols="120", rows="40", stdin=None, handoff=True,
+                 go=True, on_output=None):
         tokens = list(tokens) if tokens is not None else [encode(a) for a in args]
         self.unit = "opencode-pty-vmtest-%s.service" % os.urandom(16).hex()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.channel, unit_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        if handoff:
+            socket.send_fds(ours, [b"R"], [unit_end.fileno()])
+        unit_end.close()
         dirfd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         env = [e for e in (cols and "COLUMNS=" + cols, rows and "LINES=" + rows) if e]
         props = dbus.Array([
@@ -84,6 +92,8 @@ class Run:
             if not chunk:
                 break
             self.output += chunk
+            if on_output is not None:
+                on_output(self.output, self.channel)
         ours.close()
 
         obj = bus.get_object("org.freedesktop.systemd1", manager.GetUnit(self.unit))
@@ -157,7 +167,7 @@ def case_environment(workdir, probe):
     expect("only fds 0, 1, 2, all the terminal",
            sorted(fds) == [0, 1, 2] and all(t == ttys["0"] for t in fds.values()), fds)
     env = sorted(bytes.fromhex(e).decode() for e in rep.get("env", []))
-    want = sorted(["COLUMNS=120", "LINES=40", "HOME=/home/byk", "USER=byk", "LOGNAME=byk",
+    want = sorted(["HOME=/home/byk", "USER=byk", "LOGNAME=byk",
                    "SHELL=/bin/sh", "PATH=/usr/local/bin:/usr/bin:/bin", "TERM=xterm-256color",
                    "LANG=C.UTF-8"])
     expect("environment is exactly the allowlist", env == want, env)
@@ -271,7 +281,34 @@ def case_rejected(workdir, probe):
     expect("control: the same command without the bad token runs", os.path.exists(marker))
 
 
-CASES = {"environment": case_environment, "argv": case_argv, "argv-bounds": case_argv_bounds,
+def case_resize(workdir, probe):
+    """Live resize through the channel: three sizes in order; no handoff -> 123."""
+    steps = [(b"40 120", 100, 30), (b"30 100", 132, 50), (b"50 132", 80, 24)]
+    state = {"next": 0}
+
+    def step(out, channel):
+        i = state["next"]
+        if i < len(steps) and steps[i][0] in out:
+            channel.send(struct.pack(">HH", steps[i][1], steps[i][2]))
+            state["next"] = i + 1
+    script = (b"n=0; trap 'stty size; n=$((n+1)); if [ $n -ge 3 ]; then exit 0; fi' WINCH; "
+              b"stty size; while :; do sleep 0.05; done")
+    r = Run(workdir, [b"/bin/sh", b"-c", script], on_output=step)
+    print(r)
+    expect_exit(r, 0)
+    got = [l.strip() for l in r.output.split(b"\n") if l.strip() in (b"40 120", b"30 100", b"50 132", b"24 80")]
+    expect("every size printed in order by the WINCH trap", got == [b"40 120", b"30 100", b"50 132", b"24 80"], got)
+    r.channel.settimeout(10)
+    expect("the channel hangs up after the command exited (no resizer left)", r.channel.recv(8) == b"", r)
+    marker = os.path.join(workdir, "marker").encode()
+    r = Run(workdir, [b"/usr/bin/touch", marker], handoff=False)
+    print(r)
+    expect_exit(r, 123)
+    expect("reason on the PTY stream", b"resize channel" in r.output, r.output)
+    expect("nothing ran without the handoff", not os.path.exists(marker))
+
+
+CASES = {"resize": case_resize, "environment": case_environment, "argv": case_argv, "argv-bounds": case_argv_bounds,
          "size": case_size, "exit": case_exit, "input": case_input, "rejected": case_rejected, "nogo": case_nogo}
 
 if __name__ == "__main__":
