@@ -2,13 +2,19 @@
 // interface; the pilot's ControlGroup-via-Unit rejection), the identity
 // checks, GetUnitByPIDFD decoding, cgroup parsing, and the kernel facts on a
 // real socketpair (SO_PEERCRED, a pidfd that reports the peer's exit).
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -219,6 +225,86 @@ TEST(PeerCredentials, SocketpairPeerIsThisProcessWithALivePidfd) {
   ASSERT_TRUE(creds->pidfd.valid());
   EXPECT_TRUE(fcntl(creds->pidfd.get(), F_GETFD) & FD_CLOEXEC);
   EXPECT_TRUE(PidfdAlive(creds->pidfd.get()));
+}
+
+// Issue #13: a kernel without SO_PEERPIDFD, for real. A seccomp filter makes
+// getsockopt(SOL_SOCKET, SO_PEERPIDFD) fail with ENOPROTOOPT, exactly what a
+// kernel before 6.5 answers, in a child process; everything else is the real
+// kernel. There the credentials must be refused as kernel_unsupported (no
+// pidfd_open(pid) fallback), and the start-up probe must say so. The child
+// reports through its exit status: bit 0 = credentials refused as
+// Unimplemented, bit 1 = probe refused, bit 2 = SO_PEERCRED still works.
+int RunWithoutSoPeerPidfd() {
+  struct sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getsockopt, 0, 5),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOL_SOCKET, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 77 /* SO_PEERPIDFD */, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOPROTOOPT & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
+  pid_t child = fork();
+  if (child == 0) {
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0)
+      _exit(100);
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) _exit(101);
+    int bits = 0;
+    auto creds = ReadPeerCredentials(sv[0]);
+    if (absl::IsUnimplemented(creds.status())) bits |= 1;
+    if (absl::IsUnimplemented(ProbePeerPidfd())) bits |= 2;
+    auto cred = ReadPeerCred(sv[0]);
+    if (cred.ok() && cred->pid == getpid()) bits |= 4;
+    _exit(bits);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(PeerCredentials, WithoutSoPeerPidfdThereIsNoFallbackOnlyARefusal) {
+  EXPECT_EQ(RunWithoutSoPeerPidfd(), 7)
+      << "bit 0: ReadPeerCredentials refused (kernel_unsupported), bit 1: ProbePeerPidfd refused, "
+         "bit 2: SO_PEERCRED still read";
+}
+
+// The real kernel here has SO_PEERPIDFD: the probe says yes, unless the
+// test-only switch asks it to refuse; the switch can only ever refuse.
+TEST(PeerCredentials, ProbeFindsSoPeerPidfdAndTheTestSwitchOnlyRefuses) {
+  unsetenv(kTestNoPeerPidfdEnv);
+  EXPECT_TRUE(ProbePeerPidfd().ok()) << ProbePeerPidfd();
+  setenv(kTestNoPeerPidfdEnv, "0", 1);
+  EXPECT_TRUE(ProbePeerPidfd().ok()) << "only the value 1 switches";
+  setenv(kTestNoPeerPidfdEnv, "1", 1);
+  absl::Status st = ProbePeerPidfd();
+  EXPECT_TRUE(absl::IsUnimplemented(st)) << st;
+  unsetenv(kTestNoPeerPidfdEnv);
+}
+
+// With the probe's "no" the authenticator refuses every connection with
+// kernel_unsupported before it asks systemd anything (the bus here is not
+// even connected), naming the peer for the journal.
+TEST(BusAuthenticator, WithoutSoPeerPidfdEveryConnectionIsKernelUnsupported) {
+  sd_bus* raw = nullptr;
+  ASSERT_GE(sd_bus_new(&raw), 0);
+  BusPtr bus(raw);
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd a(sv[0]), b(sv[1]);
+  MainPidCache cache;
+  auto auth = NewBusAuthenticator(bus.get(), {.peer_pidfd = false, .main_pid_cache = &cache});
+  std::optional<AuthResult> result;
+  auto pending = auth->Authenticate(a.get(), [&](AuthResult r) { result = std::move(r); });
+  ASSERT_TRUE(result.has_value()) << "refused synchronously, from kernel facts alone";
+  EXPECT_EQ(result->code, ErrorCode::kKernelUnsupported);
+  EXPECT_EQ(ErrorCodeName(result->code), "kernel_unsupported");
+  EXPECT_EQ(result->peer.pid, getpid());
+  EXPECT_NE(result->why.find("SO_PEERPIDFD"), std::string::npos) << result->why;
+  EXPECT_FALSE(cache.NamesAnotherProcess(1)) << "nothing was asked, nothing recorded";
 }
 
 TEST(PeerCredentials, ConnectedPeerOfAnotherProcess) {
