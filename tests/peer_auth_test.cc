@@ -339,8 +339,70 @@ TEST(PeerCredentials, ConnectedPeerOfAnotherProcess) {
   close(go[1]);
   int status = 0;
   waitpid(child, &status, 0);
-  // The connecting process is gone: a recycled pid could never pass.
+  // The connecting process is gone and its pidfd says so: a process that
+  // later gets the same pid is not this pidfd's process.
   EXPECT_FALSE(PidfdAlive(creds->pidfd.get()));
+  unlink(path.c_str());
+  rmdir(dir);
+}
+
+// Issue #13's scenario at the kernel level: process A connects and exits, its
+// pid P is reused by a new process B (made deterministic with ns_last_pid),
+// and only then is the connection accepted. SO_PEERCRED still says P, and a
+// pidfd opened from P (the old fallback) pins B, alive: it would have passed.
+// SO_PEERPIDFD knows the connecting process was A: refused.
+TEST(PeerCredentials, AReusedPidIsRefusedWhereAPidfdFromThePidWouldPinTheNewProcess) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs uid 0 to set /proc/sys/kernel/ns_last_pid";
+  char dir[] = "/tmp/opencode-reuse-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/s";
+  UniqueFd l(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(bind(l.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(l.get(), 1), 0);
+  pid_t a = fork();
+  if (a == 0) {
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    _exit(connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(a, &status, 0), a);  // A is reaped: its pid is free
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // B gets A's pid (other processes on the host may take it first: retry).
+  pid_t b = -1;
+  for (int attempt = 0; attempt < 50 && b != a; ++attempt) {
+    if (b > 0) {
+      kill(b, SIGKILL);
+      waitpid(b, nullptr, 0);
+    }
+    UniqueFd last(open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC));
+    ASSERT_TRUE(last.valid()) << strerror(errno);
+    std::string v = std::to_string(a - 1);
+    ASSERT_EQ(write(last.get(), v.data(), v.size()), static_cast<ssize_t>(v.size()));
+    b = fork();
+    if (b == 0) {
+      pause();
+      _exit(0);
+    }
+  }
+  ASSERT_EQ(b, a) << "could not make the pid be reused";
+  UniqueFd conn(accept4(l.get(), nullptr, nullptr, SOCK_CLOEXEC));  // accepted only now
+  ASSERT_TRUE(conn.valid());
+  auto cred = ReadPeerCred(conn.get());
+  ASSERT_TRUE(cred.ok()) << cred.status();
+  EXPECT_EQ(cred->pid, b) << "SO_PEERCRED names the pid, which is now B's";
+  UniqueFd from_pid(static_cast<int>(syscall(SYS_pidfd_open, cred->pid, 0)));
+  ASSERT_TRUE(from_pid.valid());
+  EXPECT_TRUE(PidfdAlive(from_pid.get())) << "the old fallback would have pinned B, alive";
+  auto creds = ReadPeerCredentials(conn.get());
+  EXPECT_TRUE(!creds.ok() || !PidfdAlive(creds->pidfd.get()))
+      << "SO_PEERPIDFD must describe A (gone), not B";
+  if (!creds.ok()) EXPECT_FALSE(absl::IsUnimplemented(creds.status())) << creds.status();
+  std::printf("SO_PEERPIDFD after the reuse: %s\n", creds.ok() ? "a pidfd that reports the exit" : std::string(creds.status().message()).c_str());
+  kill(b, SIGKILL);
+  waitpid(b, nullptr, 0);
   unlink(path.c_str());
   rmdir(dir);
 }
