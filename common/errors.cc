@@ -38,6 +38,7 @@ std::string_view ErrorCodeName(ErrorCode code) noexcept {
     case ErrorCode::kRootRefused: return "root_refused";
     case ErrorCode::kTooManySessions: return "too_many_sessions";
     case ErrorCode::kTooManyHandshakes: return "too_many_handshakes";
+    case ErrorCode::kKernelUnsupported: return "kernel_unsupported";
     case ErrorCode::kUnitStartFailed: return "unit_start_failed";
     case ErrorCode::kUnitPropertyMismatch: return "unit_property_mismatch";
     case ErrorCode::kInputOverflow: return "input_overflow";

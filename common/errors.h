@@ -47,7 +47,8 @@ enum class ErrorCode {
   kUnauthenticated,     // peer is not the MainPID of the client unit
   kRootRefused,         // peer uid 0
   kTooManySessions,     // kMaxSessions reached
-  kTooManyHandshakes,   // kMaxPendingHandshakes reached
+  kTooManyHandshakes,   // kMaxPendingHandshakes reached (or near it, for a peer that is not the recent MainPID)
+  kKernelUnsupported,   // the kernel has no SO_PEERPIDFD (Linux < 6.5): every connection is refused
   kUnitStartFailed,     // StartTransientUnit failed
   kUnitPropertyMismatch,// systemd ignored or weakened a requested property
   kInputOverflow,       // input queue full (should not happen with a conforming client)

@@ -154,7 +154,25 @@ inline constexpr uint64_t kStopRequestDeadlineUsec = kBusCallTimeoutUsec + kUnit
 // waiting, sends the notice output_incomplete and then the exit envelope.
 inline constexpr uint64_t kStreamEofDeadlineUsec = 5ULL * 1000 * 1000;
 // Connections accepted per listener wakeup, so a burst of connects cannot
-// delay running sessions' pumping by more than this many admissions.
+// delay running sessions' pumping by more than this many admissions. After a
+// full burst the listener yields until the idle-priority housekeeping (which
+// destroys finished sessions) has had its turn.
 inline constexpr size_t kAcceptBurst = 16;
+// accept4 failing with EMFILE/ENFILE leaves the peer in the backlog and the
+// socket readable: the listener pauses and retries after this delay, doubling
+// up to the maximum, or at once when a session releases its descriptors.
+// 10 ms is far above one loop pass (no spin) and below a client's patience;
+// 1 s bounds how late a waiting connection is seen once descriptors are free.
+inline constexpr uint64_t kAcceptBackoffMinUsec = 10ULL * 1000;
+inline constexpr uint64_t kAcceptBackoffMaxUsec = 1ULL * 1000 * 1000;
+
+// ---- handshake slots under a same-UID connect loop (issue #21 point 3) ----
+// From this many pending handshakes on, a connection whose SO_PEERCRED pid is
+// not the MainPID of systemd's latest identity answer is refused at accept
+// (too_many_handshakes) without taking a slot: half of kMaxPendingHandshakes
+// stays the MainPID's reserve while any same-UID process connects in a loop.
+// Below the mark every peer gets a slot, so every identity answer (and with
+// it the cached MainPID) stays fresh; the cache never admits anyone.
+inline constexpr size_t kHandshakePressure = kMaxPendingHandshakes / 2;
 
 }  // namespace opencode::limits

@@ -78,8 +78,10 @@ ErrorCode CheckIdentity(const Identity& identity, const PeerFacts& peer, std::st
                         identity.control_group, "\"");
     return ErrorCode::kUnauthenticated;
   }
-  // The pidfd pins the process: alive after the answers means the pid above
-  // could not have been recycled between the kernel's answer and systemd's.
+  // The pidfd (from SO_PEERPIDFD: the process that called connect()) alive
+  // after the answers means that process held the pid above from connect()
+  // until systemd had answered, so the pid was not reused in between. A pidfd
+  // opened from the pid later would prove nothing (docs/SECURITY.md).
   if (!peer.alive_after) {
     *why = "peer exited during authentication";
     return ErrorCode::kUnauthenticated;

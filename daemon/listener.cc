@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -22,19 +23,28 @@
 namespace opencode::daemon {
 namespace {
 
-void Refuse(UniqueFd conn, ErrorCode code) noexcept {
+void Refuse(UniqueFd conn, ErrorCode code, std::string_view message) noexcept {
   EnvelopeWriter w("error");
-  w.Str("code", ErrorCodeName(code))
-      .Str("message", code == ErrorCode::kTooManySessions ? "too many sessions"
-                                                          : "too many pending connections");
+  w.Str("code", ErrorCodeName(code)).Str("message", message);
   std::string frame;
   AppendFrame(FrameType::kEvent, w.Finish(), &frame);
   // A fresh socket's send buffer always holds one small envelope; if not,
   // the peer loses the reason, never the refusal.
   (void)send(conn.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  // A same-UID connect loop reaches this line at will.
+  static LogLimiter limiter;
   LogFields f;
   f.error = code;
-  Log(LOG_WARNING, f, "connection refused at admission");
+  LogLimited(limiter, LOG_WARNING, f, absl::StrCat("connection refused at admission: ", absl::string_view(message.data(), message.size())));
+}
+
+// SO_PEERCRED's pid, or 0. Only ever used to refuse: a pid from the time of
+// connect() may since belong to another process.
+pid_t PeerPid(int conn) noexcept {
+  struct ucred cred {};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred)) return 0;
+  return cred.pid;
 }
 
 }  // namespace
@@ -69,11 +79,39 @@ absl::Status Listener::Init() {
   source_.reset(s);
   sd_event_source_set_priority(s, kDefaultPriority);
   sd_event_source_set_enabled(s, SD_EVENT_OFF);
+  r = sd_event_add_time_relative(event_, &s, CLOCK_MONOTONIC, limits::kAcceptBackoffMinUsec, 0,
+                                 &Listener::OnBackoff, this);
+  if (r < 0) return SdError(r, "sd_event_add_time(listener backoff)");
+  backoff_.reset(s);
+  sd_event_source_set_enabled(s, SD_EVENT_OFF);
+  // The yield runs at the housekeeping's priority: sd-event dispatches the
+  // highest-priority pending source first, so a listening socket that stays
+  // readable would otherwise keep idle-priority work from ever running.
+  r = sd_event_add_defer(event_, &s, &Listener::OnYielded, this);
+  if (r < 0) return SdError(r, "sd_event_add_defer(listener yield)");
+  yield_.reset(s);
+  sd_event_source_set_priority(s, kReapPriority);
+  sd_event_source_set_enabled(s, SD_EVENT_OFF);
+  backoff_usec_ = limits::kAcceptBackoffMinUsec;
   return absl::OkStatus();
 }
 
 void Listener::Enable(bool enabled) noexcept {
-  if (source_) sd_event_source_set_enabled(source_.get(), enabled ? SD_EVENT_ON : SD_EVENT_OFF);
+  enabled_ = enabled;
+  Apply();
+}
+
+void Listener::Apply() noexcept {
+  if (!source_) return;
+  bool on = enabled_ && !paused_ && !yielding_;
+  sd_event_source_set_enabled(source_.get(), on ? SD_EVENT_ON : SD_EVENT_OFF);
+}
+
+void Listener::DescriptorsFreed() noexcept {
+  if (!paused_) return;
+  paused_ = false;
+  if (backoff_) sd_event_source_set_enabled(backoff_.get(), SD_EVENT_OFF);
+  Apply();
 }
 
 int Listener::OnReadable(sd_event_source* /*s*/, int /*fd*/, uint32_t /*revents*/,
@@ -82,28 +120,78 @@ int Listener::OnReadable(sd_event_source* /*s*/, int /*fd*/, uint32_t /*revents*
   return 0;
 }
 
+int Listener::OnBackoff(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {
+  auto* self = static_cast<Listener*>(userdata);
+  self->paused_ = false;
+  self->Apply();
+  return 0;
+}
+
+int Listener::OnYielded(sd_event_source* /*s*/, void* userdata) noexcept {
+  auto* self = static_cast<Listener*>(userdata);
+  self->yielding_ = false;
+  self->Apply();
+  return 0;
+}
+
+void Listener::Pause() noexcept {
+  paused_ = true;
+  Apply();
+  if (backoff_) {
+    sd_event_source_set_time_relative(backoff_.get(), backoff_usec_);
+    sd_event_source_set_enabled(backoff_.get(), SD_EVENT_ONESHOT);
+  }
+  backoff_usec_ = std::min(2 * backoff_usec_, limits::kAcceptBackoffMaxUsec);
+}
+
 void Listener::AcceptSome() noexcept {
   // A bounded burst per wakeup keeps accepting fair to running sessions.
   for (size_t i = 0; i < limits::kAcceptBurst; ++i) {
     UniqueFd conn(accept4(socket_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (!conn) {
-      if (errno == EAGAIN || errno == EINTR) return;
-      // ECONNABORTED and friends concern one peer; EMFILE/ENFILE are logged
-      // and retried at the next wakeup (the peer waits in the backlog).
-      if (errno != ECONNABORTED)
-        Log(LOG_WARNING, absl::StrCat("accept4: ", strerror(errno)));
+    if (conn) {
+      backoff_usec_ = limits::kAcceptBackoffMinUsec;
+      Admit(std::move(conn));
+      continue;
+    }
+    if (errno == EAGAIN || errno == EINTR) return;
+    if (errno == EMFILE || errno == ENFILE) {
+      // The peer waits in the backlog and the socket stays readable: stop
+      // watching it until the timer or a freed descriptor.
+      static LogLimiter limiter;
+      LogLimited(limiter, LOG_WARNING,
+                 absl::StrCat("accept4: ", strerror(errno), ": not accepting for ",
+                              backoff_usec_ / 1000, " ms or until a session ends"));
+      Pause();
       return;
     }
-    if (delegate_->SessionCount() >= limits::kMaxSessions) {
-      Refuse(std::move(conn), ErrorCode::kTooManySessions);
-      continue;
+    // ECONNABORTED and friends concern one peer.
+    if (errno != ECONNABORTED) {
+      static LogLimiter limiter;
+      LogLimited(limiter, LOG_WARNING, absl::StrCat("accept4: ", strerror(errno)));
     }
-    if (delegate_->HandshakeCount() >= limits::kMaxPendingHandshakes) {
-      Refuse(std::move(conn), ErrorCode::kTooManyHandshakes);
-      continue;
-    }
-    delegate_->OnConnection(std::move(conn));
+    return;
   }
+  // A full burst: more may wait. Let everything pending (down to the idle
+  // housekeeping) run before the next one.
+  yielding_ = true;
+  Apply();
+  if (yield_) sd_event_source_set_enabled(yield_.get(), SD_EVENT_ONESHOT);
+}
+
+void Listener::Admit(UniqueFd conn) noexcept {
+  if (delegate_->SessionCount() >= limits::kMaxSessions)
+    return Refuse(std::move(conn), ErrorCode::kTooManySessions, "too many sessions");
+  size_t handshakes = delegate_->HandshakeCount();
+  if (handshakes >= limits::kMaxPendingHandshakes)
+    return Refuse(std::move(conn), ErrorCode::kTooManyHandshakes, "too many pending connections");
+  // Near the cap, a peer that systemd's latest answer says is not the MainPID
+  // does not get a slot; one that matches still goes through the full check.
+  const MainPidCache* cache = delegate_->main_pid_cache();
+  if (handshakes >= limits::kHandshakePressure && cache != nullptr &&
+      cache->NamesAnotherProcess(PeerPid(conn.get())))
+    return Refuse(std::move(conn), ErrorCode::kTooManyHandshakes,
+                  "too many pending connections; the rest are kept for the application's MainPID");
+  delegate_->OnConnection(std::move(conn));
 }
 
 }  // namespace opencode::daemon

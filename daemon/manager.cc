@@ -46,7 +46,16 @@ absl::Status Manager::Start() {
   if (r < 0) return SdError(r, "sd_bus_set_exit_on_disconnect");
 
   systemd_ = NewBusSystemdApi(bus);
-  authenticator_ = NewBusAuthenticator(bus);
+  // Once, at start: without SO_PEERPIDFD every connection is refused
+  // (kernel_unsupported), so say so where an operator looks first.
+  BusAuthConfig auth{.peer_pidfd = true, .main_pid_cache = &main_pid_cache_};
+  if (absl::Status st = ProbePeerPidfd(); !st.ok()) {
+    auth.peer_pidfd = false;
+    Log(LOG_CRIT, absl::StrCat("SO_PEERPIDFD is not available (", st.message(),
+                               "): every connection will be refused with kernel_unsupported; "
+                               "Linux 6.5 or later is required (docs/SECURITY.md)"));
+  }
+  authenticator_ = NewBusAuthenticator(bus, auth);
   RETURN_IF_ERROR(tracker_.Init());
   RETURN_IF_ERROR(tracker_.AttachBus(bus, [](absl::Status st) {
     // Without signals the poll tick still finds every state change.
@@ -231,7 +240,12 @@ int Manager::OnDefer(sd_event_source* /*s*/, void* userdata) noexcept {
 }
 
 void Manager::Housekeeping() noexcept {
-  finished_.clear();
+  // Destroyed sessions close their descriptors: a listener paused on EMFILE
+  // may accept again.
+  if (!finished_.empty()) {
+    finished_.clear();
+    listener_.DescriptorsFreed();
+  }
   UpdateStatus();
   if (shutting_down_ && sessions_.empty()) {
     Log(LOG_INFO, "every session ended; exiting");

@@ -48,6 +48,7 @@ class Manager final : public Listener::Delegate, public SessionObserver {
   // the cap bounds PTY units that may still exist, not only connections.
   size_t SessionCount() const noexcept override { return sessions_.size() + unproven_.size(); }
   size_t HandshakeCount() const noexcept override;
+  const MainPidCache* main_pid_cache() const noexcept override { return &main_pid_cache_; }
   void OnConnection(UniqueFd conn) noexcept override;
 
   // Units not (yet) proven gone, retried until they are.
@@ -83,6 +84,7 @@ class Manager final : public Listener::Delegate, public SessionObserver {
   std::unique_ptr<SystemdApi> systemd_;
   std::unique_ptr<Authenticator> authenticator_;
   UnitTracker tracker_;
+  MainPidCache main_pid_cache_;
   Listener listener_;
   SessionContext context_;
 

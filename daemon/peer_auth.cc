@@ -1,20 +1,26 @@
 // Peer authentication (see peer_auth.h). Order matters and is the proof:
-//   1. SO_PEERCRED + pidfd: the pidfd pins the connecting process;
-//   2. /proc/<pid>/cgroup, then check the pidfd is still alive (so the file
-//      was that process's);
+//   1. SO_PEERCRED + SO_PEERPIDFD: the kernel recorded the process that
+//      called connect() in the socket; the pidfd is that process, whatever
+//      happened to its pid since;
+//   2. /proc/<pid>/cgroup, then check the pidfd is still alive: a process
+//      that has not exited keeps its pid, so the file was that process's;
 //   3. GetUnit(kClientUnit) -> GetAll(Unit), GetAll(Service), and on 253+
 //      GetUnitByPIDFD(pidfd), all asynchronous;
-//   4. pure checks (identity.cc), then the pidfd must STILL be alive: a live
-//      process cannot have had its pid reused, so pid == MainPID is exact.
+//   4. pure checks (identity.cc), then the pidfd must STILL be alive: the
+//      connecting process held its pid from connect() until after systemd
+//      answered, so MainPID == pid names that very process.
+// Step 1 is why Linux 6.5 is required: pidfd_open(pid) at accept time pins
+// whichever process holds the pid then, which may be a later one (the
+// connecting process exited and its pid was reused). There is no fallback.
 #include "daemon/peer_auth.h"
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -27,7 +33,7 @@
 
 namespace opencode::daemon {
 
-absl::StatusOr<PeerCredentials> ReadPeerCredentials(int sock) {
+absl::StatusOr<PeerCredentials> ReadPeerCred(int sock) {
   PeerCredentials out;
   struct ucred cred {};
   socklen_t len = sizeof(cred);
@@ -38,23 +44,42 @@ absl::StatusOr<PeerCredentials> ReadPeerCredentials(int sock) {
   out.pid = cred.pid;
   out.uid = cred.uid;
   out.gid = cred.gid;
+  return out;
+}
 
+absl::StatusOr<PeerCredentials> ReadPeerCredentials(int sock) {
+  ASSIGN_OR_RETURN(PeerCredentials out, ReadPeerCred(sock));
   int pidfd = -1;
-  len = sizeof(pidfd);
+  socklen_t len = sizeof(pidfd);
   // The kernel creates this descriptor O_CLOEXEC (pidfds always are).
-  if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) == 0 && len == sizeof(pidfd) &&
-      pidfd >= 0) {
-    out.pidfd.reset(pidfd);
-    out.pidfd_from_socket = true;
-    return out;
+  if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0) {
+    // Kernels before 6.5 do not know the option. 6.5+ answer EINVAL when the
+    // peer process has already exited (no task behind its pid).
+    if (errno == ENOPROTOOPT)
+      return absl::UnimplementedError("this kernel has no SO_PEERPIDFD (Linux 6.5 or later is required)");
+    return Errno(errno, "getsockopt(SO_PEERPIDFD)");
   }
-  if (errno != ENOPROTOOPT && errno != EINVAL) return Errno(errno, "getsockopt(SO_PEERPIDFD)");
-  // pidfds are always close-on-exec; flags 0 is the only valid value here.
-  // Raw syscall: glibc 2.36's <sys/pidfd.h> lacks extern "C" for C++.
-  pidfd = static_cast<int>(syscall(SYS_pidfd_open, out.pid, 0));
-  if (pidfd < 0) return Errno(errno, "pidfd_open(peer)");
+  if (len != sizeof(pidfd) || pidfd < 0) {
+    if (pidfd >= 0) close(pidfd);
+    return absl::FailedPreconditionError("SO_PEERPIDFD gave no descriptor");
+  }
   out.pidfd.reset(pidfd);
   return out;
+}
+
+absl::Status ProbePeerPidfd() {
+  // Only a refusal can come from the environment (see peer_auth.h).
+  const char* test = getenv(kTestNoPeerPidfdEnv);
+  if (test != nullptr && std::string_view(test) == "1")
+    return absl::UnimplementedError(absl::StrCat(
+        "SO_PEERPIDFD treated as missing (test switch ", kTestNoPeerPidfdEnv, "=1)"));
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return Errno(errno, "socketpair");
+  UniqueFd a(sv[0]), b(sv[1]);
+  ASSIGN_OR_RETURN(PeerCredentials creds, ReadPeerCredentials(a.get()));
+  if (creds.pid != getpid() || !PidfdAlive(creds.pidfd.get()))
+    return absl::InternalError("SO_PEERPIDFD of our own socketpair is not this live process");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ParseCgroupFile(std::string_view contents) {
@@ -109,11 +134,23 @@ namespace {
 // cancels every outstanding D-Bus call (their slots are members).
 class BusAuth final : public PendingCall {
  public:
-  BusAuth(sd_bus* bus, AuthDone done) : bus_(bus), done_(std::move(done)) {}
+  BusAuth(sd_bus* bus, BusAuthConfig config, AuthDone done)
+      : bus_(bus), config_(config), done_(std::move(done)) {}
 
   // May finish synchronously (refusal from kernel facts alone).
   void Start(int sock) {
+    // SO_PEERCRED alone first, for the journal's PEER_PID/PEER_UID.
+    auto cred = ReadPeerCred(sock);
+    if (!cred.ok()) return Finish(ErrorCode::kUnauthenticated, cred.status().ToString());
+    peer_.pid = cred->pid;
+    peer_.uid = cred->uid;
+    if (!config_.peer_pidfd)
+      return Finish(ErrorCode::kKernelUnsupported,
+                    "this kernel has no SO_PEERPIDFD (Linux 6.5 or later is required; "
+                    "see the LOG_CRIT line at start): nothing is accepted without it");
     auto creds = ReadPeerCredentials(sock);
+    if (absl::IsUnimplemented(creds.status()))
+      return Finish(ErrorCode::kKernelUnsupported, creds.status().ToString());
     if (!creds.ok()) return Finish(ErrorCode::kUnauthenticated, creds.status().ToString());
     creds_ = std::move(*creds);
     peer_.pid = creds_.pid;
@@ -187,12 +224,15 @@ class BusAuth final : public PendingCall {
       return Finish(ErrorCode::kUnauthenticated, absl::StrCat("GetAll(Service): ", st.message()));
     auto identity = DecodeIdentity(unit_reply_.get(), service_reply_.get());
     if (!identity.ok()) return Finish(ErrorCode::kUnauthenticated, identity.status().ToString());
+    // systemd's current answer, for the admission's fast refusal only.
+    if (config_.main_pid_cache)
+      config_.main_pid_cache->Record(static_cast<pid_t>(identity->main_pid));
 
     std::string why;
     if (ReplyIsError(pidfd_reply_.get(), "org.freedesktop.DBus.Error.UnknownMethod")) {
       // systemd 252 has no GetUnitByPIDFD. The MainPID check below plus the
-      // live pidfd is race-free on its own (SECURITY.md); the method only adds
-      // a second witness where it exists.
+      // live pidfd from SO_PEERPIDFD suffices on its own (SECURITY.md, "What
+      // proves each pid conversion"); the method only adds a second witness.
     } else if (auto st = ReplyStatus(pidfd_reply_.get()); !st.ok()) {
       return Finish(ErrorCode::kUnauthenticated, absl::StrCat("GetUnitByPIDFD: ", st.message()));
     } else {
@@ -219,6 +259,7 @@ class BusAuth final : public PendingCall {
   }
 
   sd_bus* bus_;
+  BusAuthConfig config_;
   AuthDone done_;
   PeerCredentials creds_;
   PeerFacts facts_;
@@ -229,21 +270,22 @@ class BusAuth final : public PendingCall {
 
 class BusAuthenticator final : public Authenticator {
  public:
-  explicit BusAuthenticator(sd_bus* bus) : bus_(bus) {}
+  BusAuthenticator(sd_bus* bus, BusAuthConfig config) : bus_(bus), config_(config) {}
   std::unique_ptr<PendingCall> Authenticate(int sock, AuthDone done) override {
-    auto auth = std::make_unique<BusAuth>(bus_, std::move(done));
+    auto auth = std::make_unique<BusAuth>(bus_, config_, std::move(done));
     auth->Start(sock);
     return auth;
   }
 
  private:
   sd_bus* bus_;
+  BusAuthConfig config_;
 };
 
 }  // namespace
 
-std::unique_ptr<Authenticator> NewBusAuthenticator(sd_bus* bus) {
-  return std::make_unique<BusAuthenticator>(bus);
+std::unique_ptr<Authenticator> NewBusAuthenticator(sd_bus* bus, BusAuthConfig config) {
+  return std::make_unique<BusAuthenticator>(bus, config);
 }
 
 }  // namespace opencode::daemon

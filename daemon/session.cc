@@ -29,6 +29,7 @@ std::string_view ClientMessage(ErrorCode code) {
     case ErrorCode::kStartTimeout: return "START frame not complete within the deadline";
     case ErrorCode::kUnauthenticated: return "peer is not the main process of opencode-v2.service";
     case ErrorCode::kRootRefused: return "peer uid 0 is refused";
+    case ErrorCode::kKernelUnsupported: return "this kernel has no SO_PEERPIDFD (Linux 6.5 or later is required)";
     case ErrorCode::kUnitStartFailed: return "systemd did not start the PTY unit";
     case ErrorCode::kUnitPropertyMismatch: return "systemd did not apply the PTY unit's properties";
     case ErrorCode::kNotDirectory: return "the descriptor is not a directory";

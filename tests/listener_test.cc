@@ -1,7 +1,13 @@
 // Admission control on a real listening socket: below both caps a connection
 // is handed on unread; at kMaxSessions or kMaxPendingHandshakes it gets one
-// error envelope and is closed, and nothing already accepted is touched.
+// error envelope and is closed, and nothing already accepted is touched. And
+// the listener never spins or starves the loop: EMFILE pauses it (issue #21
+// point 2), a full burst yields to idle-priority housekeeping, and near the
+// handshake cap only the MainPID of systemd's latest answer gets a slot
+// (issue #21 point 3).
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -20,6 +26,7 @@ namespace {
 struct Admission final : Listener::Delegate {
   size_t SessionCount() const noexcept override { return sessions; }
   size_t HandshakeCount() const noexcept override { return handshakes; }
+  const MainPidCache* main_pid_cache() const noexcept override { return &cache; }
   void OnConnection(UniqueFd conn) noexcept override {
     EXPECT_TRUE(fcntl(conn.get(), F_GETFD) & FD_CLOEXEC);
     EXPECT_TRUE(fcntl(conn.get(), F_GETFL) & O_NONBLOCK);
@@ -29,6 +36,7 @@ struct Admission final : Listener::Delegate {
   }
   size_t sessions = 0, handshakes = 0;
   std::vector<UniqueFd> accepted;
+  MainPidCache cache;
 };
 
 struct ListenerTest : ::testing::Test {
@@ -110,6 +118,159 @@ TEST_F(ListenerTest, AcceptBurstIsBounded) {
     admission.handshakes = 0;  // pretend each one finished its handshake
     return admission.accepted.size() == limits::kAcceptBurst + 4;
   }));
+}
+
+// Fills this process's descriptor table (RLIMIT_NOFILE lowered to 64 above
+// the lowest free descriptor) until accept4 fails with EMFILE; the
+// destructor frees everything and restores the limit, also on a failed ASSERT.
+struct FullFdTable {
+  FullFdTable() {
+    getrlimit(RLIMIT_NOFILE, &old);
+    probe = UniqueFd(open("/dev/null", O_RDONLY | O_CLOEXEC));
+    struct rlimit low = old;
+    low.rlim_cur = static_cast<rlim_t>(probe.get()) + 64;
+    limited = setrlimit(RLIMIT_NOFILE, &low) == 0;
+    for (;;) {
+      UniqueFd fd(fcntl(probe.get(), F_DUPFD_CLOEXEC, 0));
+      if (!fd) break;
+      filler.push_back(std::move(fd));
+    }
+    full = errno == EMFILE;
+  }
+  ~FullFdTable() {
+    filler.clear();
+    probe.reset();
+    if (limited) setrlimit(RLIMIT_NOFILE, &old);
+  }
+  struct rlimit old {};
+  bool limited = false, full = false;
+  UniqueFd probe;  // held: closing it would free a descriptor
+  std::vector<UniqueFd> filler;
+};
+
+// Issue #21 point 2. The descriptor table is full: accept4 fails with EMFILE
+// while the peer waits in the backlog and the socket stays readable. Over 200
+// loop iterations the listener may wake only a few times (its backoff timer),
+// not once per iteration; a freed descriptor lets the waiting peer in.
+TEST_F(ListenerTest, EmfilePausesTheListenerInsteadOfSpinningAndRecovers) {
+  UniqueFd client = Connect();  // waits in the backlog
+  FullFdTable table;
+  ASSERT_TRUE(table.limited && table.full);
+  size_t dispatched = 0;
+  for (int i = 0; i < 200; ++i)
+    if (sd_event_run(event.get(), 0) > 0) ++dispatched;
+  EXPECT_TRUE(admission.accepted.empty());
+  EXPECT_TRUE(listener->paused());
+  // Backoff from kAcceptBackoffMinUsec (10 ms) doubling: within even 2.5 s
+  // of iterations at most 8 timer wakeups, against one wakeup per iteration
+  // when spinning.
+  static_assert(limits::kAcceptBackoffMinUsec << 8 > 2500ULL * 1000);
+  EXPECT_LE(dispatched, 8u) << "the listener spins on EMFILE";
+  // A session ends and frees descriptors: the peer is admitted at once.
+  table.filler.resize(table.filler.size() - 8);
+  listener->DescriptorsFreed();
+  EXPECT_FALSE(listener->paused());
+  for (int i = 0; i < 10 && admission.accepted.empty(); ++i) sd_event_run(event.get(), 0);
+  EXPECT_EQ(admission.accepted.size(), 1u);
+}
+
+// Without a DescriptorsFreed() call the backoff timer alone recovers.
+TEST_F(ListenerTest, EmfileRecoversFromTheBackoffTimer) {
+  UniqueFd client = Connect();
+  {
+    FullFdTable table;
+    ASSERT_TRUE(table.limited && table.full);
+    for (int i = 0; i < 20; ++i) sd_event_run(event.get(), 0);
+    EXPECT_TRUE(listener->paused());
+    EXPECT_TRUE(admission.accepted.empty());
+  }
+  // The timer is due after at most kAcceptBackoffMaxUsec.
+  EXPECT_TRUE(testing::RunUntil(event.get(), [&] { return admission.accepted.size() == 1; },
+                                static_cast<int>(limits::kAcceptBackoffMaxUsec / 1000) + 2000));
+}
+
+// Issue #21 point 2, the other half: a listening socket that stays readable
+// (a connect loop) must not keep idle-priority housekeeping (the Manager's
+// destruction of finished sessions, kReapPriority) from running. sd-event
+// dispatches the highest-priority pending source first, so without the
+// yield the idle source runs only once the backlog is empty.
+TEST_F(ListenerTest, AFullBurstYieldsToIdlePriorityHousekeeping) {
+  constexpr size_t kWaiting = 4 * limits::kAcceptBurst;  // the test's listen backlog is 64
+  std::vector<UniqueFd> clients;
+  for (size_t i = 0; i < kWaiting; ++i) clients.push_back(Connect());
+  size_t accepted_at_first_idle_run = SIZE_MAX;
+  struct Idle {
+    Admission* admission;
+    size_t* seen;
+  } idle{&admission, &accepted_at_first_idle_run};
+  sd_event_source* raw = nullptr;
+  ASSERT_GE(sd_event_add_defer(event.get(), &raw, [](sd_event_source*, void* u) noexcept -> int {
+              auto* i = static_cast<Idle*>(u);
+              if (*i->seen == SIZE_MAX) *i->seen = i->admission->accepted.size();
+              return 0;
+            }, &idle), 0);
+  EventSourcePtr housekeeping(raw);
+  sd_event_source_set_priority(raw, kReapPriority);
+  sd_event_source_set_enabled(raw, SD_EVENT_ONESHOT);
+  for (int i = 0; i < 100 && admission.accepted.size() < kWaiting; ++i) {
+    admission.handshakes = 0;  // each admitted connection finished its handshake
+    sd_event_run(event.get(), 100 * 1000);
+  }
+  EXPECT_EQ(admission.accepted.size(), kWaiting);
+  // Scheduled before the first burst, it runs within the first two.
+  EXPECT_LE(accepted_at_first_idle_run, 2 * limits::kAcceptBurst)
+      << "housekeeping starved until the backlog was empty";
+}
+
+// Issue #21 point 3. Another process (same uid, not the MainPID) connects in
+// a loop and never finishes a handshake. From kHandshakePressure on its
+// connections are turned away at accept without a slot, so the MainPID (this
+// process, as systemd's latest answer names it) still gets in; the cache only
+// refuses, the admitted MainPID connection still goes to full authentication.
+TEST_F(ListenerTest, TheMainPidGetsInDuringAConnectLoopOfAnotherProcess) {
+  admission.cache.Record(getpid());
+  constexpr int kLoop = 3 * static_cast<int>(limits::kMaxPendingHandshakes);
+  int ready[2];
+  ASSERT_EQ(pipe2(ready, O_CLOEXEC), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    std::vector<int> held;
+    for (int i = 0; i < kLoop; ++i) {
+      int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) _exit(1);
+      held.push_back(c);
+    }
+    char b = 1;
+    (void)write(ready[1], &b, 1);
+    pause();  // holds its connections until killed
+    _exit(0);
+  }
+  close(ready[1]);
+  char b = 0;
+  ASSERT_EQ(read(ready[0], &b, 1), 1);
+  close(ready[0]);
+  // Every connection of the loop reaches admission (accepted or refused).
+  testing::RunFor(event.get(), 200);
+  size_t from_loop = admission.accepted.size();
+  UniqueFd mine = Connect();
+  bool in = testing::RunUntil(event.get(), [&] { return admission.accepted.size() > from_loop; }, 2000);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_EQ(from_loop, limits::kHandshakePressure) << "the loop holds only the slots below the pressure mark";
+  EXPECT_TRUE(in) << "the MainPID got too_many_handshakes during the connect loop";
+  EXPECT_EQ(admission.accepted.size(), from_loop + 1);
+}
+
+TEST(MainPidCache, OnlyAnAnswerNamingAnotherProcessRejects) {
+  MainPidCache cache;
+  EXPECT_FALSE(cache.NamesAnotherProcess(42)) << "no answer yet: rejects nothing";
+  cache.Record(42);
+  EXPECT_FALSE(cache.NamesAnotherProcess(42));
+  EXPECT_TRUE(cache.NamesAnotherProcess(43));
+  cache.Record(43);  // the application restarted: the next answer names it
+  EXPECT_FALSE(cache.NamesAnotherProcess(43));
+  cache.Record(0);  // the unit is not running: nobody can be its MainPID
+  EXPECT_TRUE(cache.NamesAnotherProcess(42));
 }
 
 TEST_F(ListenerTest, DisabledListenerAcceptsNothing) {

@@ -2,13 +2,19 @@
 // interface; the pilot's ControlGroup-via-Unit rejection), the identity
 // checks, GetUnitByPIDFD decoding, cgroup parsing, and the kernel facts on a
 // real socketpair (SO_PEERCRED, a pidfd that reports the peer's exit).
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -221,6 +227,86 @@ TEST(PeerCredentials, SocketpairPeerIsThisProcessWithALivePidfd) {
   EXPECT_TRUE(PidfdAlive(creds->pidfd.get()));
 }
 
+// Issue #13: a kernel without SO_PEERPIDFD, for real. A seccomp filter makes
+// getsockopt(SOL_SOCKET, SO_PEERPIDFD) fail with ENOPROTOOPT, exactly what a
+// kernel before 6.5 answers, in a child process; everything else is the real
+// kernel. There the credentials must be refused as kernel_unsupported (no
+// pidfd_open(pid) fallback), and the start-up probe must say so. The child
+// reports through its exit status: bit 0 = credentials refused as
+// Unimplemented, bit 1 = probe refused, bit 2 = SO_PEERCRED still works.
+int RunWithoutSoPeerPidfd() {
+  struct sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getsockopt, 0, 5),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOL_SOCKET, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 77 /* SO_PEERPIDFD */, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOPROTOOPT & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
+  pid_t child = fork();
+  if (child == 0) {
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0)
+      _exit(100);
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) _exit(101);
+    int bits = 0;
+    auto creds = ReadPeerCredentials(sv[0]);
+    if (absl::IsUnimplemented(creds.status())) bits |= 1;
+    if (absl::IsUnimplemented(ProbePeerPidfd())) bits |= 2;
+    auto cred = ReadPeerCred(sv[0]);
+    if (cred.ok() && cred->pid == getpid()) bits |= 4;
+    _exit(bits);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(PeerCredentials, WithoutSoPeerPidfdThereIsNoFallbackOnlyARefusal) {
+  EXPECT_EQ(RunWithoutSoPeerPidfd(), 7)
+      << "bit 0: ReadPeerCredentials refused (kernel_unsupported), bit 1: ProbePeerPidfd refused, "
+         "bit 2: SO_PEERCRED still read";
+}
+
+// The real kernel here has SO_PEERPIDFD: the probe says yes, unless the
+// test-only switch asks it to refuse; the switch can only ever refuse.
+TEST(PeerCredentials, ProbeFindsSoPeerPidfdAndTheTestSwitchOnlyRefuses) {
+  unsetenv(kTestNoPeerPidfdEnv);
+  EXPECT_TRUE(ProbePeerPidfd().ok()) << ProbePeerPidfd();
+  setenv(kTestNoPeerPidfdEnv, "0", 1);
+  EXPECT_TRUE(ProbePeerPidfd().ok()) << "only the value 1 switches";
+  setenv(kTestNoPeerPidfdEnv, "1", 1);
+  absl::Status st = ProbePeerPidfd();
+  EXPECT_TRUE(absl::IsUnimplemented(st)) << st;
+  unsetenv(kTestNoPeerPidfdEnv);
+}
+
+// With the probe's "no" the authenticator refuses every connection with
+// kernel_unsupported before it asks systemd anything (the bus here is not
+// even connected), naming the peer for the journal.
+TEST(BusAuthenticator, WithoutSoPeerPidfdEveryConnectionIsKernelUnsupported) {
+  sd_bus* raw = nullptr;
+  ASSERT_GE(sd_bus_new(&raw), 0);
+  BusPtr bus(raw);
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd a(sv[0]), b(sv[1]);
+  MainPidCache cache;
+  auto auth = NewBusAuthenticator(bus.get(), {.peer_pidfd = false, .main_pid_cache = &cache});
+  std::optional<AuthResult> result;
+  auto pending = auth->Authenticate(a.get(), [&](AuthResult r) { result = std::move(r); });
+  ASSERT_TRUE(result.has_value()) << "refused synchronously, from kernel facts alone";
+  EXPECT_EQ(result->code, ErrorCode::kKernelUnsupported);
+  EXPECT_EQ(ErrorCodeName(result->code), "kernel_unsupported");
+  EXPECT_EQ(result->peer.pid, getpid());
+  EXPECT_NE(result->why.find("SO_PEERPIDFD"), std::string::npos) << result->why;
+  EXPECT_FALSE(cache.NamesAnotherProcess(1)) << "nothing was asked, nothing recorded";
+}
+
 TEST(PeerCredentials, ConnectedPeerOfAnotherProcess) {
   // A real accept(): the peer is a child process that connected.
   char dir[] = "/tmp/opencode-peer-XXXXXX";
@@ -253,8 +339,70 @@ TEST(PeerCredentials, ConnectedPeerOfAnotherProcess) {
   close(go[1]);
   int status = 0;
   waitpid(child, &status, 0);
-  // The connecting process is gone: a recycled pid could never pass.
+  // The connecting process is gone and its pidfd says so: a process that
+  // later gets the same pid is not this pidfd's process.
   EXPECT_FALSE(PidfdAlive(creds->pidfd.get()));
+  unlink(path.c_str());
+  rmdir(dir);
+}
+
+// Issue #13's scenario at the kernel level: process A connects and exits, its
+// pid P is reused by a new process B (made deterministic with ns_last_pid),
+// and only then is the connection accepted. SO_PEERCRED still says P, and a
+// pidfd opened from P (the old fallback) pins B, alive: it would have passed.
+// SO_PEERPIDFD knows the connecting process was A: refused.
+TEST(PeerCredentials, AReusedPidIsRefusedWhereAPidfdFromThePidWouldPinTheNewProcess) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs uid 0 to set /proc/sys/kernel/ns_last_pid";
+  char dir[] = "/tmp/opencode-reuse-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/s";
+  UniqueFd l(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(bind(l.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(l.get(), 1), 0);
+  pid_t a = fork();
+  if (a == 0) {
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    _exit(connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(a, &status, 0), a);  // A is reaped: its pid is free
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // B gets A's pid (other processes on the host may take it first: retry).
+  pid_t b = -1;
+  for (int attempt = 0; attempt < 50 && b != a; ++attempt) {
+    if (b > 0) {
+      kill(b, SIGKILL);
+      waitpid(b, nullptr, 0);
+    }
+    UniqueFd last(open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC));
+    ASSERT_TRUE(last.valid()) << strerror(errno);
+    std::string v = std::to_string(a - 1);
+    ASSERT_EQ(write(last.get(), v.data(), v.size()), static_cast<ssize_t>(v.size()));
+    b = fork();
+    if (b == 0) {
+      pause();
+      _exit(0);
+    }
+  }
+  ASSERT_EQ(b, a) << "could not make the pid be reused";
+  UniqueFd conn(accept4(l.get(), nullptr, nullptr, SOCK_CLOEXEC));  // accepted only now
+  ASSERT_TRUE(conn.valid());
+  auto cred = ReadPeerCred(conn.get());
+  ASSERT_TRUE(cred.ok()) << cred.status();
+  EXPECT_EQ(cred->pid, b) << "SO_PEERCRED names the pid, which is now B's";
+  UniqueFd from_pid(static_cast<int>(syscall(SYS_pidfd_open, cred->pid, 0)));
+  ASSERT_TRUE(from_pid.valid());
+  EXPECT_TRUE(PidfdAlive(from_pid.get())) << "the old fallback would have pinned B, alive";
+  auto creds = ReadPeerCredentials(conn.get());
+  EXPECT_TRUE(!creds.ok() || !PidfdAlive(creds->pidfd.get()))
+      << "SO_PEERPIDFD must describe A (gone), not B";
+  if (!creds.ok()) EXPECT_FALSE(absl::IsUnimplemented(creds.status())) << creds.status();
+  std::printf("SO_PEERPIDFD after the reuse: %s\n", creds.ok() ? "a pidfd that reports the exit" : std::string(creds.status().message()).c_str());
+  kill(b, SIGKILL);
+  waitpid(b, nullptr, 0);
   unlink(path.c_str());
   rmdir(dir);
 }

@@ -2,9 +2,10 @@
 # marker-cases-host.sh VERIFIER: every readiness-marker case
 # (vm-tests/gate/marker-cases.sh) on the host, on real root-owned files under
 # a private root in /run. The verifier under test is the built one with
-# exactly its three path lines (LIBEXEC, MARKER_DIR, YAMA_PTRACE_SCOPE)
-# pointed into that root; the Yama file is a plain file the test controls,
-# so the "ready" verdict and weaker Yama values are exercised here too. The
+# exactly its four path lines (LIBEXEC, MARKER_DIR, YAMA_PTRACE_SCOPE,
+# KERNEL_OSRELEASE) pointed into that root; the Yama and kernel-release files
+# are plain files the test controls, so the "ready" verdict, weaker Yama
+# values and kernels without SO_PEERPIDFD are exercised here too. The
 # same cases run on the real paths in the harness (vm.gate.*).
 # Needs root (ownership is part of every case): exit 77 (ctest: skipped) otherwise.
 set -u
@@ -28,12 +29,13 @@ done
 sed -e "s#^LIBEXEC=/usr/local/libexec\$#LIBEXEC=$R/usr/local/libexec#" \
     -e "s#^MARKER_DIR=/etc/opencode\$#MARKER_DIR=$R/etc/opencode#" \
     -e "s#^YAMA_PTRACE_SCOPE=/proc/sys/kernel/yama/ptrace_scope\$#YAMA_PTRACE_SCOPE=$R/yama_ptrace_scope#" \
+    -e "s#^KERNEL_OSRELEASE=/proc/sys/kernel/osrelease\$#KERNEL_OSRELEASE=$R/osrelease#" \
     "$verifier" > "$R/usr/local/libexec/opencode-pty-verify-readiness"
 changed=$(diff "$verifier" "$R/usr/local/libexec/opencode-pty-verify-readiness" | grep -c '^>')
-if [ "$changed" -eq 3 ]; then
-  pass "host: the test copy of the verifier differs in exactly its 3 path lines"
+if [ "$changed" -eq 4 ]; then
+  pass "host: the test copy of the verifier differs in exactly its 4 path lines"
 else
-  fail "host: the test copy of the verifier differs in exactly its 3 path lines" "$changed lines differ"
+  fail "host: the test copy of the verifier differs in exactly its 4 path lines" "$changed lines differ"
 fi
 
 GATE_LIBEXEC=$R/usr/local/libexec
@@ -43,7 +45,18 @@ GATE_APP_UID=4242
 GATE_EXPECT_GOOD=ready
 GATE_YAMA_FILE=$R/yama_ptrace_scope
 echo 2 > "$GATE_YAMA_FILE"
+GATE_KERNEL_FILE=$R/osrelease
+echo 6.12.57+deb13-amd64 > "$GATE_KERNEL_FILE"
 run_marker_cases
+
+# The kernel release absent (not a Linux /proc): denied, never skipped.
+gate_reset; rm -f "$GATE_KERNEL_FILE"
+expect_deny "kernel: release file absent" "cannot read $GATE_KERNEL_FILE"
+gate_reset
+# The kernel check comes before Yama: a 6.1 kernel without Yama names the kernel.
+gate_reset; echo 6.1.0-28-amd64 > "$GATE_KERNEL_FILE"; rm -f "$GATE_YAMA_FILE"
+expect_deny "kernel: 6.1 without Yama is denied for the kernel first (one reason)" "kernel 6.1.0-28-amd64 has no SO_PEERPIDFD"
+gate_reset
 
 # Yama cases that need a fake file: absent, and not a number.
 gate_reset; rm -f "$GATE_YAMA_FILE"

@@ -670,11 +670,25 @@ def rd(p):
     except OSError:
         return None
 osr = dict(l.split("=", 1) for l in (rd("/etc/os-release") or "").splitlines() if "=" in l)
+def peer_pidfd():
+    # The kernel feature the supervisor refuses to run without (issue #13).
+    import os, socket
+    a, b = socket.socketpair()
+    try:
+        os.close(a.getsockopt(socket.SOL_SOCKET, 77))
+        return "yes"
+    except OSError as e:
+        return "no (%s)" % e.strerror
+sd_major = int(systemd.split()[1]) if len(systemd.split()) > 1 and systemd.split()[1].isdigit() else 0
+features = {"SO_PEERPIDFD": peer_pidfd(),
+            "Yama ptrace_scope": rd("/proc/sys/kernel/yama/ptrace_scope") or "absent",
+            "GetUnitByPIDFD (systemd >= 253)": "yes" if sd_major >= 253 else "no (systemd %d)" % sd_major}
 json.dump({
   "target": target, "revision": revision,
   "artifacts": {"supervisor": sup, "launcher": lau, "client": cli, "verifier": ver, "sea": sea},
   "versions": {"systemd": systemd, "kernel": kernel, "os": osr.get("PRETTY_NAME", "").strip("\""),
-               "yama_ptrace_scope": rd("/proc/sys/kernel/yama/ptrace_scope"), "node_sea": sea_v, "node_app": app_v},
+               "yama_ptrace_scope": rd("/proc/sys/kernel/yama/ptrace_scope"), "node_sea": sea_v, "node_app": app_v,
+               "kernel_features": features},
   "node_sea_gate": json.loads(gate) if gate else None,
   "started": started, "started_epoch": int(epoch),
   "notes": [l.strip() for l in open(notes) if l.strip()],

@@ -83,6 +83,8 @@ def main():
     lines += [
         'systemd: %s' % v.get('systemd'),
         'kernel: %s (Yama ptrace_scope: %s)' % (v.get('kernel'), v.get('yama_ptrace_scope')),
+        'kernel and systemd features relied on: %s' % ('; '.join(
+            '%s: %s' % kv for kv in sorted((v.get('kernel_features') or {}).items())) or 'not recorded'),
         'os: %s' % v.get('os'),
         'node: SEA %s, application stand-in %s' % (v.get('node_sea'), v.get('node_app')),
         'node gate: %s' % g.get('statement', 'not recorded'),

@@ -14,6 +14,9 @@
 #                               denied with exactly the Yama reason)
 #   GATE_YAMA_FILE   optional: a writable ptrace_scope file; when set, the
 #                    Yama cases (weaker values) run too and the file is left at 2
+#   GATE_KERNEL_FILE optional: a writable osrelease file; when set, the
+#                    kernel-feature cases (no SO_PEERPIDFD before Linux 6.5)
+#                    run too and the file is left at a 6.12 release
 # and calls run_marker_cases.
 
 GATE_TAG=opencode-pty-verify-readiness
@@ -63,6 +66,7 @@ gate_reset() {
   # shellcheck disable=SC2086
   chmod 0755 ${GATE_DIRS_BY_MODE[755]:-} "${files[@]}" "$(gate_verifier)"
   if [ -n "${GATE_YAMA_FILE:-}" ]; then echo 2 > "$GATE_YAMA_FILE"; fi
+  if [ -n "${GATE_KERNEL_FILE:-}" ]; then echo 6.12.57+deb13-amd64 > "$GATE_KERNEL_FILE"; fi
   gate_good_marker > "$m.new" && mv -f -T "$m.new" "$m"
 }
 
@@ -296,6 +300,25 @@ extra'
       expect_deny "yama: ptrace_scope $i is weaker than 2" "Yama ptrace_scope is $i, need 2 or more"
     done
     gate_reset; expect_ready "yama: ptrace_scope 2 with a good marker"
+  fi
+
+  # -- the kernel feature SO_PEERPIDFD (only where the test controls the release) --
+  if [ -n "${GATE_KERNEL_FILE:-}" ]; then
+    local rel
+    for rel in 6.1.0-28-amd64 6.4.16 5.19.0 4.19.0-27-amd64; do
+      gate_reset; echo "$rel" > "$GATE_KERNEL_FILE"
+      expect_deny "kernel: $rel has no SO_PEERPIDFD" "kernel $rel has no SO_PEERPIDFD, need Linux 6.5 or later"
+    done
+    for rel in 6.5.0 6.18.44-fc-v1252 7.0.0 10.2; do
+      gate_reset; echo "$rel" > "$GATE_KERNEL_FILE"
+      expect_good "kernel: $rel has SO_PEERPIDFD"
+    done
+    for rel in x.y 6 '' -6.5; do
+      gate_reset; echo "$rel" > "$GATE_KERNEL_FILE"
+      expect_deny "kernel: malformed release '$rel'" "unexpected kernel release"
+    done
+    gate_reset; printf 6.1.0 > "$GATE_KERNEL_FILE"
+    expect_deny "kernel: 6.1.0 without a newline is still read" "kernel 6.1.0 has no SO_PEERPIDFD"
   fi
 
   gate_reset

@@ -238,6 +238,36 @@ def handshakes(req):
     return res
 
 
+def connect_loop(req):
+    """A same-uid connect loop (issue #21 point 3): for `seconds`, open `batch`
+    connections at once, wait for each one's refusal, close them, again. Sends
+    nothing, so every connection holds a handshake slot until refused."""
+    end = time.monotonic() + req.get("seconds", 8)
+    batch = req.get("batch", 16)
+    codes, rounds = {}, 0
+    while time.monotonic() < end:
+        conns = []
+        for _ in range(batch):
+            c = Conn()
+            try:
+                c.connect()
+            except OSError as e:
+                codes["connect_errno_%d" % e.errno] = codes.get("connect_errno_%d" % e.errno, 0) + 1
+                continue
+            conns.append(c)
+        deadline = time.monotonic() + 10
+        for c in conns:
+            try:
+                f = c.read_frame(deadline)
+                code = json.loads(f[1]).get("code", "?") if f and f[0] == EVENT else "eof"
+            except TimeoutError:
+                code = "timeout"
+            codes[code] = codes.get(code, 0) + 1
+            c.sock.close()
+        rounds += 1
+    return {"rounds": rounds, "codes": codes}
+
+
 def mass(req):
     """`n` sessions running at once (at most `batch` handshakes in flight, so
     the handshake cap is not what refuses), then every connection closed in
@@ -306,6 +336,11 @@ def scenario(req):
         return handshakes(req)
     if op == "mass":
         return mass(req)
+    if op == "connect_loop":
+        return connect_loop(req)
+    if op == "serial":
+        # n sessions one after another from the MainPID.
+        return {"sessions": [run_session(req["session"]) for _ in range(req.get("n", 10))]}
     if op == "sessions":
         # Several sessions at once, all from this process (threads): only the
         # MainPID may connect, so they cannot come from children.

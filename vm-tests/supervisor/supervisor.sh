@@ -300,6 +300,85 @@ as root root '{"argv":["true"],"timeout":20}'
 expect "uid 0 is refused: root_refused" root 't.get("code") == "root_refused"'
 check "no unit was created by a refused peer" no_session_units
 
+# --- a kernel without SO_PEERPIDFD: every connection is refused (issue #13) -------------------
+# The test-only switch OPENCODE_PTY_TEST_NO_PEERPIDFD=1 (a runtime drop-in on the
+# supervisor's service) makes the start-up probe report SO_PEERPIDFD missing, as on
+# Linux < 6.5; it can only ever make the supervisor refuse. Then even the MainPID is
+# refused with kernel_unsupported (no pidfd_open fallback), the journal says why at
+# start (LOG_CRIT) and for the connection, and without the switch it works again.
+# sup_entries CURSOR: "PRIORITY ERROR_CODE MESSAGE" of the supervisor's entries.
+sup_entries() {
+  journalctl --no-pager --after-cursor "$1" -o json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    e = json.loads(line)
+    if e.get("_SYSTEMD_UNIT") == "opencode-pty-supervisor.service":
+        print(e.get("PRIORITY"), e.get("ERROR_CODE", "-"), e.get("MESSAGE"))'
+}
+NOPIDFD=/run/systemd/system/opencode-pty-supervisor.service.d
+mkdir -p "$NOPIDFD"
+printf '[Service]\nEnvironment=OPENCODE_PTY_TEST_NO_PEERPIDFD=1\n' > "$NOPIDFD/test-no-peerpidfd.conf"
+systemctl daemon-reload
+systemctl stop opencode-pty-supervisor.service
+cursor=$(journal_cursor)
+ctl nopidfd '{"argv":["true"],"timeout":20}'
+expect "no SO_PEERPIDFD (test switch): the MainPID's connection gets error kernel_unsupported" nopidfd \
+  't.get("type") == "error" and t["code"] == "kernel_unsupported" and "started:" not in r["events"]'
+check "no SO_PEERPIDFD: no unit was created" no_session_units
+check "no SO_PEERPIDFD: the supervisor ran with the switch" sh -c '
+  systemctl show -P Environment opencode-pty-supervisor.service | grep -qw OPENCODE_PTY_TEST_NO_PEERPIDFD=1'
+sup_entries "$cursor" > "$tmp/nopidfd-journal.txt"; cp "$tmp/nopidfd-journal.txt" /results/nopidfd-journal.txt
+check "no SO_PEERPIDFD: journal at start, LOG_CRIT: SO_PEERPIDFD is not available" sh -c '
+  grep "SO_PEERPIDFD" "$1"; grep -q "^2 - SO_PEERPIDFD is not available" "$1"' - "$tmp/nopidfd-journal.txt"
+check "no SO_PEERPIDFD: journal for the connection, ERROR_CODE=kernel_unsupported" sh -c '
+  grep -q "^4 kernel_unsupported connection refused: this kernel has no SO_PEERPIDFD" "$1"' - "$tmp/nopidfd-journal.txt"
+rm -rf "$NOPIDFD"
+systemctl daemon-reload
+systemctl stop opencode-pty-supervisor.service
+cursor=$(journal_cursor)
+ctl pidfdback '{"argv":["sh","-c","echo back-with-pidfd; exit 6"],"timeout":30,"steps":[{"expect":"started"}]}'
+expect "without the switch the MainPID's session runs again (exit 6)" pidfdback \
+  '"back-with-pidfd" in r["output_text"] and t.get("type") == "exit" and t["code"] == 6'
+no_pidfd_line() { sup_entries "$1" > "$tmp/pidfdback-journal.txt"; ! grep "SO_PEERPIDFD is not available" "$tmp/pidfdback-journal.txt"; }
+check "without the switch: no SO_PEERPIDFD line at start" no_pidfd_line "$cursor"
+check "without the switch: its unit proven gone" wait_for 10 no_session_units
+
+# --- a same-UID connect loop does not lock the MainPID out (issue #21 point 3) ------------------
+# Three processes of uid byk outside the unit open 16 connections at a time, send
+# nothing and wait for each refusal, for 10 s; meanwhile the MainPID runs sessions
+# one after another. From kHandshakePressure pending handshakes on, the loop's
+# connections are refused at accept (too_many_handshakes) without taking a slot, so
+# the MainPID's connections always find one and go through the full check.
+cursor=$(journal_cursor)
+looppids=
+for i in 1 2 3; do
+  runuser -u byk -- python3 "$here/standin.py" oneshot '{"op":"connect_loop","seconds":10,"batch":16}' \
+    > "$tmp/loop$i.json" 2> "/results/loop$i.stderr" &
+  looppids="$looppids $!"
+done
+sleep 1
+ctl loopmain '{"op":"serial","n":12,"session":{"argv":["true"],"timeout":30,"steps":[{"expect":"started"}]}}'
+# shellcheck disable=SC2086
+wait $looppids
+cat "$tmp"/loop?.json > /results/connect-loop.json
+check "connect loop: the loop reached the pressure mark (too_many_handshakes) and was checked in full (unauthenticated)" python3 -c '
+import json, sys
+codes = {}
+for p in sys.argv[1:]:
+    for k, v in json.load(open(p))["codes"].items():
+        codes[k] = codes.get(k, 0) + v
+print(codes)
+sys.exit(0 if codes.get("too_many_handshakes", 0) > 0 and codes.get("unauthenticated", 0) > 0 else 1)' "$tmp"/loop1.json "$tmp"/loop2.json "$tmp"/loop3.json
+expect "connect loop: all 12 MainPID sessions started and exited 0 during the loop" loopmain \
+  'len(r["sessions"]) == 12 and all("started:" in s["events"] and (s.get("terminal") or {}).get("code") == 0 for s in r["sessions"])'
+loop_lines_bounded() {
+  sup_journal "$1" > "$tmp/loop-journal.txt"; cp "$tmp/loop-journal.txt" /results/connect-loop-journal.txt
+  n=$(grep -c "refused" "$tmp/loop-journal.txt"); grep "refused" "$tmp/loop-journal.txt" | sort | uniq -c | sort -rn | head -n 5
+  echo "refusal lines: $n"; [ "$n" -le 60 ]
+}
+check "connect loop: the refusal lines in the journal are rate-limited (<= 60)" loop_lines_bounded "$cursor"
+check "connect loop: every unit proven gone" wait_for 10 no_session_units
+
 # --- concurrency -------------------------------------------------------------------------------
 ctl many '{"op":"sessions","n":6,"session":{"argv":["sh","-c","echo hi-$$; sleep 0.5; exit 5"],"timeout":60,"steps":[{"expect":"started"}]}}'
 expect "6 concurrent sessions each exit 5" many 'len(r["sessions"]) == 6 and all((s.get("terminal") or {}).get("code") == 5 for s in r["sessions"])'
