@@ -239,9 +239,9 @@ class LauncherTest : public ::testing::Test {
       case Handoff::kWrongByte:
         n = opencode::SendWithFd(stream, "X", 1, unit_end.get());
         break;
-      case Handoff::kTwoBytes:  // 'R' + fd, then a line of input: only 'R' is the launcher's
+      case Handoff::kTwoBytes:  // 'R' + fd, the go and a line of input at once: only 'R' and the go are the launcher's
         n = opencode::SendWithFd(stream, "R", 1, unit_end.get());
-        if (n == 1 && send(stream, "typed\n", 6, MSG_NOSIGNAL) != 6) n = -1;
+        if (n == 1 && send(stream, "Gtyped\n", 7, MSG_NOSIGNAL) != 7) n = -1;
         break;
       case Handoff::kTwoFds: {
         int fds[2] = {unit_end.get(), unit_end.get()};
@@ -999,9 +999,10 @@ TEST_F(LauncherTest, ResizerEndsWithTheCommandAndHoldsNoStream) {
   EXPECT_NE(p.revents & POLLHUP, 0);
 }
 
-// Input right behind the handoff is the command's, not the launcher's.
+// Input right behind the handoff and the go is the command's, not the launcher's.
 TEST_F(LauncherTest, InputBehindTheHandoffReachesTheCommand) {
-  Outcome o = Run(Encode({"/bin/sh", "-c", "read l; echo \"got:$l\""}), {.handoff = Handoff::kTwoBytes});
+  static_assert(opencode::kLaunchGoByte == 'G');
+  Outcome o = Run(Encode({"/bin/sh", "-c", "read l; echo \"got:$l\""}), {.handoff = Handoff::kTwoBytes, .input = ""});
   EXPECT_EQ(o.code(), 0) << o.output;
   EXPECT_NE(o.output.find("got:typed"), std::string::npos) << o.output;
 }

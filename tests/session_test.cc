@@ -380,6 +380,8 @@ TEST_F(SessionTest, ADropInRefusesTheSessionAndTheLauncherNeverGetsItsGo) {
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("StartUnit") != nullptr; }));
   request = *systemd.Pending_("StartUnit")->request;
   int unit = systemd.Pending_("StartUnit")->stream_fd;
+  unit_fd = unit;
+  TakeHandoff();  // the resize channel comes before the verdict; the go does not
   // Input typed while the unit starts must not reach it either.
   std::string in;
   AppendFrame(FrameType::kInput, std::string_view("early\n"), &in);
@@ -781,10 +783,10 @@ TEST_F(SessionTest, ResizeFloodIsCoalescedAndNeverDelaysInput) {
     }
     EXPECT_LE(session->MemoryBytes(), before + limits::kFrameHeaderBytes + limits::kMaxStartPayload);
     for (auto sz : ReadSizes()) got.push_back(sz);
-    return off == flood.size() && recv(unit, buf, sizeof buf, MSG_DONTWAIT | MSG_PEEK) == 6;
+    return off == flood.size() && recv(unit, buf, sizeof buf, MSG_DONTWAIT | MSG_PEEK) == 7;
   }));
-  ASSERT_EQ(read(unit, buf, 6), 6);
-  EXPECT_EQ(std::string(buf, 6), "after\n");
+  ASSERT_EQ(read(unit, buf, 7), 7);
+  EXPECT_EQ(std::string(buf, 7), std::string(1, kLaunchGoByte) + "after\n");
   ASSERT_TRUE(Wait([&] {
     for (auto sz : ReadSizes()) got.push_back(sz);
     return !got.empty() && got.back() == std::make_pair(132, 40);
