@@ -133,7 +133,12 @@ cases.session = async () => {
   record('ownership: the unit is in opencode-pty.slice', live.Slice === 'opencode-pty.slice', live);
   // The command waits for this line, so the unit above was queried while it ran
   // (without the wait a fast exit could remove the unit before systemctl show).
-  if (st) s.p.write('\n');
+  // Sent only after the command printed everything: the PTY echoes input when
+  // it arrives, so an early line would land between the lines checked below.
+  if (st) {
+    await until(() => s.output.includes('env:'), 20000, 5);
+    s.p.write('\n');
+  }
   const ex = await withTimeout(s.exit, 20000, 'exit');
   const out = s.output;
   record('ownership: the command runs as byk (uid 1000)', /\bbyk\r?\n1000\r?\n/.test(out), out);
