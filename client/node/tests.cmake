@@ -9,10 +9,11 @@
 #   node.probe-dryrun         the inheritance probe's tracer on the host against a
 #                             stand-in supervisor and the real helper, plus its
 #                             negative control (root; not acceptance evidence)
-#   vm.node-probe.{bookworm,trixie,vm}  the probe on a real systemd, SEA as opencode-v2.service
-#   vm.node-smoke.{bookworm,trixie}     the smoke suite in the SEA, 10 fresh boots in a row
-#   vm.node-smoke.vm          the same on the qemu VM (TCG: about an hour), only
-#                             with -DOPENCODE_LONG_VM_TESTS=ON
+#   vm.node-probe.{bookworm,trixie}  the probe on a real systemd, SEA as opencode-v2.service
+#   vm.node-smoke.{bookworm,trixie}  the smoke suite in the SEA, 10 fresh boots in a row
+#   with -DOPENCODE_LONG_VM_TESTS=ON also on the qemu VM (TCG):
+#   vm.node-probe.vm (about 10 minutes; vm.acceptance.vm runs the same probe,
+#   so the default suite covers the VM) and vm.node-smoke.vm (about an hour)
 #   vm.node-example.bookworm  the README example, as the reader would run it
 if(OPENCODE_SANITIZE)
   return()
@@ -48,7 +49,12 @@ set_tests_properties(node.probe-dryrun PROPERTIES
   LABELS node TIMEOUT 300 FIXTURES_REQUIRED node_sea
   REQUIRED_FILES "${CMAKE_BINARY_DIR}/opencode-pty-client")
 
-foreach(_t bookworm trixie vm)
+option(OPENCODE_LONG_VM_TESTS "Also register vm.node-probe.vm and vm.node-smoke.vm (qemu VM, TCG; about 10 minutes and an hour)" OFF)
+set(_vm_node_targets bookworm trixie)
+if(OPENCODE_LONG_VM_TESTS)
+  list(APPEND _vm_node_targets vm)
+endif()
+foreach(_t ${_vm_node_targets})
   add_test(NAME vm.node-probe.${_t}
            COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" ${_t} --artifacts "${CMAKE_BINARY_DIR}"
                    "${_vm_node}/probe.sh")
@@ -56,12 +62,7 @@ foreach(_t bookworm trixie vm)
     LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 2400 FIXTURES_REQUIRED node_sea
     ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
 endforeach()
-option(OPENCODE_LONG_VM_TESTS "Also register vm.node-smoke.vm (10 boots of the qemu VM, about an hour)" OFF)
-set(_smoke_targets bookworm trixie)
-if(OPENCODE_LONG_VM_TESTS)
-  list(APPEND _smoke_targets vm)
-endif()
-foreach(_t ${_smoke_targets})
+foreach(_t ${_vm_node_targets})
   add_test(NAME vm.node-smoke.${_t}
            COMMAND "${_vm_node}/run-smoke" "${CMAKE_BINARY_DIR}" ${_t} 10)
   if(_t STREQUAL "vm")
