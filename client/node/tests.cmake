@@ -1,13 +1,19 @@
 # client/node/tests.cmake: ctest registrations of the Node client (included
 # from the top-level CMakeLists.txt). Not part of the sanitizer tree.
 #   node.unit                 node:test unit tests of the module (fake supervisor)
-#   node.sea-build            builds the Node SEA test app into <build>/node-sea/
-#                             (fixture node_sea; postject from npm, pinned)
+#                             on the host's Node
+#   node.unit.node26          the same on the pinned Node 26.4.0 (client/node/sea/node26)
+#   node.sea-build            builds the Node 26.4 SEA test app into <build>/node-sea/
+#                             (fixture node_sea; Node 26.4.0 from npm, pinned by
+#                             client/node/sea/package-lock.json, cached; node --build-sea)
 #   node.probe-dryrun         the inheritance probe's tracer on the host against a
 #                             stand-in supervisor and the real helper, plus its
 #                             negative control (root; not acceptance evidence)
-#   vm.node-probe.bookworm    the probe on a real systemd, SEA as opencode-v2.service
-#   vm.node-smoke.bookworm    the smoke suite, 10 fresh boots in a row
+#   vm.node-probe.{bookworm,trixie}  the probe on a real systemd, SEA as opencode-v2.service
+#   vm.node-smoke.{bookworm,trixie}  the smoke suite in the SEA, 10 fresh boots in a row
+#   with -DOPENCODE_LONG_VM_TESTS=ON also on the qemu VM (TCG):
+#   vm.node-probe.vm (about 10 minutes; vm.acceptance.vm runs the same probe,
+#   so the default suite covers the VM) and vm.node-smoke.vm (about an hour)
 #   vm.node-example.bookworm  the README example, as the reader would run it
 if(OPENCODE_SANITIZE)
   return()
@@ -25,9 +31,14 @@ add_test(NAME node.unit
          COMMAND ${OPENCODE_NODE} --test "${_node_dir}/test/"
          WORKING_DIRECTORY "${_node_dir}")
 set_tests_properties(node.unit PROPERTIES LABELS node TIMEOUT 300)
+# Node 26 takes the test files as a glob (a directory is not a test file there).
+add_test(NAME node.unit.node26
+         COMMAND "${_node_dir}/sea/node26" --test "${_node_dir}/test/*.test.js"
+         WORKING_DIRECTORY "${_node_dir}")
+set_tests_properties(node.unit.node26 PROPERTIES LABELS node TIMEOUT 600)
 
 add_test(NAME node.sea-build
-         COMMAND "${_node_dir}/sea/build.sh" "${CMAKE_BINARY_DIR}/node-sea" ${OPENCODE_NODE})
+         COMMAND "${_node_dir}/sea/build.sh" "${CMAKE_BINARY_DIR}/node-sea")
 set_tests_properties(node.sea-build PROPERTIES
   LABELS node TIMEOUT 600 FIXTURES_SETUP node_sea)
 
@@ -38,17 +49,34 @@ set_tests_properties(node.probe-dryrun PROPERTIES
   LABELS node TIMEOUT 300 FIXTURES_REQUIRED node_sea
   REQUIRED_FILES "${CMAKE_BINARY_DIR}/opencode-pty-client")
 
-add_test(NAME vm.node-probe.bookworm
-         COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" bookworm --artifacts "${CMAKE_BINARY_DIR}"
-                 "${_vm_node}/probe.sh")
-add_test(NAME vm.node-smoke.bookworm
-         COMMAND "${_vm_node}/run-smoke" "${CMAKE_BINARY_DIR}" bookworm 10)
+option(OPENCODE_LONG_VM_TESTS "Also register vm.node-probe.vm and vm.node-smoke.vm (qemu VM, TCG; about 10 minutes and an hour)" OFF)
+set(_vm_node_targets bookworm trixie)
+if(OPENCODE_LONG_VM_TESTS)
+  list(APPEND _vm_node_targets vm)
+endif()
+foreach(_t ${_vm_node_targets})
+  add_test(NAME vm.node-probe.${_t}
+           COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" ${_t} --artifacts "${CMAKE_BINARY_DIR}"
+                   "${_vm_node}/probe.sh")
+  set_tests_properties(vm.node-probe.${_t} PROPERTIES
+    LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 2400 FIXTURES_REQUIRED node_sea
+    ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
+endforeach()
+foreach(_t ${_vm_node_targets})
+  add_test(NAME vm.node-smoke.${_t}
+           COMMAND "${_vm_node}/run-smoke" "${CMAKE_BINARY_DIR}" ${_t} 10)
+  if(_t STREQUAL "vm")
+    set(_smoke_timeout 5400)
+  else()
+    set(_smoke_timeout 2400)
+  endif()
+  set_tests_properties(vm.node-smoke.${_t} PROPERTIES
+    LABELS vm RESOURCE_LOCK vm_harness TIMEOUT ${_smoke_timeout} FIXTURES_REQUIRED node_sea
+    ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
+endforeach()
 add_test(NAME vm.node-example.bookworm
          COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" bookworm --artifacts "${CMAKE_BINARY_DIR}"
                  "${_vm_node}/example.sh")
-set_tests_properties(vm.node-probe.bookworm vm.node-example.bookworm PROPERTIES
+set_tests_properties(vm.node-example.bookworm PROPERTIES
   LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 1800 FIXTURES_REQUIRED node_sea
-  ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
-set_tests_properties(vm.node-smoke.bookworm PROPERTIES
-  LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 2400 FIXTURES_REQUIRED node_sea
   ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")

@@ -5,9 +5,11 @@
 # which passes the supervisor's property table (extract_props.py).
 #
 # It installs the build in /artifacts exactly as an operator does
-# (tools/install: root-owned, the spec's modes), installs the application
-# stand-in (vm-tests/demo/relay-app.js on the rootfs's Node, through the Node
-# module) as /usr/local/bin/opencode-v2, and proves on those installed files:
+# (tools/install: root-owned, the spec's modes), installs the application: the
+# Node SEA (/artifacts/node-sea, built with Node 26.4 by client/node/sea/build.sh)
+# running the stand-in vm-tests/demo/relay-app.js through the Node module, as
+# the MainPID of opencode-v2.service (ExecStart /usr/local/bin/opencode-v2, a
+# root-owned wrapper that execs the SEA), and proves on those installed files:
 # units verify without a warning, socket activation, production files
 # unaltered, every requested property of a live PTY unit read back over D-Bus,
 # a full Node session (output, input, exit code, signals, stop, cleanup), the
@@ -192,11 +194,25 @@ SUP_SHA=$(sha $L/opencode-pty-supervisor) LAU_SHA=$(sha $L/opencode-pty-launcher
 CLI_SHA=$(sha $L/opencode-pty-client) VER_SHA=$(sha $V) SEA_SHA=$(sha "$SEA")
 REVISION=$(sed -n "s/^EXPECTED_REVISION='\(.*\)'\$/\1/p" "$V")
 
-# The application stand-in, installed like an application: root-owned, the
-# reference unit's ExecStart path (vm-tests/demo/standin.sh).
+# The application, installed like an application: root-owned files, the
+# reference unit's ExecStart path. The SEA itself is the MainPID (the wrapper
+# execs it); in its script mode it runs the stand-in relay-app.js
+# (vm-tests/demo/standin.sh installs that and the module) on the SEA's Node.
+APP_SEA=$STANDIN_DIR/opencode-v2-sea
+sea_app_install() {
+  standin_install "$MODULE_SRC" || return 1
+  install -o root -g root -m 0755 "$SEA" "$APP_SEA.new" && mv -f "$APP_SEA.new" "$APP_SEA" || return 1
+  printf '#!/bin/sh\n# opencode v2 stand-in: the Node SEA (client/node/sea) running vm-tests/demo/relay-app.js.\nOPENCODE_PTY_APP_MODE=script OPENCODE_PTY_APP_SCRIPT=%s/relay-app.js OPENCODE_PTY_MODULE=%s/client/index.js exec %s\n' \
+    "$STANDIN_DIR" "$STANDIN_DIR" "$APP_SEA" > /usr/local/bin/opencode-v2.new || return 1
+  chown root:root /usr/local/bin/opencode-v2.new && chmod 0755 /usr/local/bin/opencode-v2.new &&
+    mv -f /usr/local/bin/opencode-v2.new /usr/local/bin/opencode-v2
+}
 install -d -o root -g root -m 0755 $ACC_LIB
 install -o root -g root -m 0644 /tests/isolation.py /tests/props.py $ACC_LIB/
-standin_install "$MODULE_SRC"
+sea_app_install
+# The report names the installed SEA; it must be the built one, byte for byte.
+SEA_SHA=$(sha "$APP_SEA")
+[ "$SEA_SHA" = "$(sha "$SEA")" ] || SEA_SHA="installed-differs-from-build:$SEA_SHA"
 
 # Production files: their hashes now and at the end must be equal.
 PROD_FILES="/etc/systemd/system/opencode-pty-supervisor.socket /etc/systemd/system/opencode-pty-supervisor.service
@@ -267,8 +283,9 @@ IDLE_FDS=$(fd_count "$SUPPID")
 echo "supervisor idle descriptors: $IDLE_FDS: $(fd_list "$SUPPID")"
 
 # ============================================================ 5. Node SEA: inheritance probe, version gate
-SEA_VERSION=$(OPENCODE_PTY_APP_MODE=version "$SEA" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])' 2>/dev/null)
-NODE_APP_VERSION=$(/usr/bin/node --version 2>/dev/null)
+SEA_VERSION=$(OPENCODE_PTY_APP_MODE=version "$APP_SEA" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])' 2>/dev/null)
+# The application is the SEA itself (script mode): its Node is the SEA's.
+NODE_APP_VERSION="$SEA_VERSION (the SEA)"
 systemctl stop $APP 2>/dev/null
 python3 "$MODULE_SRC/probe/probe.py" "$SEA" --out /results/node-probe.json > "$T/probe.txt" 2>&1; prc=$?
 cat "$T/probe.txt"
@@ -292,10 +309,29 @@ table = c.get("helper: descriptor table is exactly 0,1,2,3,4", {})
 print("exit", rc, "inheritance_ok", r.get("inheritance_ok"), "| helper table:", table.get("evidence"), "| app error", err)
 sys.exit(0 if rc == 1 and r.get("inheritance_ok") is False and table.get("ok") is False and "extra_fd" in err.get("message", "") else 1)' \
   /results/node-probe-negative.json "$nrc"
-GATE_JSON=$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1])).get("gate")))' /results/node-probe.json 2>/dev/null)
-gate_ok=$(python3 -c 'import json,sys; g=json.loads(sys.argv[1]); print("yes" if g and g.get("satisfied") is True else "no")' "${GATE_JSON:-null}" 2>/dev/null)
+# The gate is bound to the SEA: satisfied only for a Node 26.4 SEA whose probe
+# passed on the very bytes installed as the application (the report's
+# artifacts.sea). "yes", "version" (another Node: not-satisfied) or "no".
+GATE_JSON=$(python3 -c '
+import json, re, sys
+r = json.load(open(sys.argv[1])); g = dict(r.get("gate") or {})
+g["sea_sha256"] = r.get("sea_sha256") if g.get("satisfied") is True else None
+g["inheritance_ok"] = r.get("inheritance_ok")
+if g.get("satisfied") is True and not (r.get("inheritance_ok") is True and r.get("sea_sha256") == sys.argv[2]
+                                       and r.get("node_version") == sys.argv[3] == g.get("node_version")):
+    g["satisfied"] = False
+    g["statement"] = "the probe of Node %s did not prove inheritance on the installed SEA %s (probed %s, inheritance %s)" % (
+        r.get("node_version"), sys.argv[2], r.get("sea_sha256"), r.get("inheritance_ok"))
+print(json.dumps(g))' /results/node-probe.json "$SEA_SHA" "$SEA_VERSION" 2>/dev/null)
+gate_ok=$(python3 -c '
+import json, re, sys
+g = json.loads(sys.argv[1]) or {}
+exact = re.match(r"^v26\.4\.[0-9]+$", g.get("node_version") or "") is not None
+print("yes" if exact and g.get("satisfied") is True else ("no" if exact else "version"))' "${GATE_JSON:-null}" 2>/dev/null)
 if [ "$gate_ok" = yes ]; then
-  acc node.sea-gate pass "the SEA's Node satisfies the Node 26.4 gate" "$GATE_JSON"
+  acc node.sea-gate pass "the SEA's Node satisfies the Node 26.4 gate, proven by the probe on the installed SEA's exact bytes" "$GATE_JSON"
+elif [ "$gate_ok" = no ]; then
+  acc node.sea-gate fail "the Node 26.4 SEA gate: the probe proved inheritance on the installed SEA (sha256 $SEA_SHA)" "$GATE_JSON"
 else
   acc node.sea-gate not-satisfied "the SEA's Node is exactly 26.4 (the deployment gate for the inheritance result)" \
     "SEA Node $SEA_VERSION: ${GATE_JSON:-no gate statement}"
@@ -309,8 +345,8 @@ if [ -e /run/systemd/system/$APP.d/50-node-probe.conf ]; then
   systemctl daemon-reload
 fi
 acc_run probe.no-unit-left "after the probes no session unit is left" wait_for 20 no_session_units
-# The probe installs the SEA as /usr/local/bin/opencode-v2; the stand-in goes back.
-standin_install "$MODULE_SRC"
+# The probe installs the SEA as /usr/local/bin/opencode-v2; the application goes back.
+sea_app_install
 rm -rf /run/opencode-node-probe
 
 # ============================================================ 6. the gate and the application
@@ -341,11 +377,13 @@ fi
 wait_for "$W" test -S $STANDIN_RELAY
 APPPID=$(app_pid)
 exe=$(readlink "/proc/$APPPID/exe" 2>&1) uid=$(stat -c %u "/proc/$APPPID" 2>&1)
-case "$exe" in /usr/bin/node|/usr/bin/nodejs) exe_ok=1 ;; *) exe_ok=0 ;; esac
+exe_sha=$(sha "/proc/$APPPID/exe" 2>&1)
+if [ "$exe" = "$APP_SEA" ] && [ "$exe_sha" = "$SEA_SHA" ]; then exe_ok=1; else exe_ok=0; fi
 if [ "$(systemctl is-active $APP)" = active ] && [ "$exe_ok" = 1 ] && [ "$uid" = 1000 ] && [ -S $STANDIN_RELAY ]; then
-  acc app.running pass "the application stand-in is the MainPID of opencode-v2.service: Node, uid byk, relay socket up" "MainPID $APPPID exe $exe uid $uid node $NODE_APP_VERSION"
+  acc app.running pass "the MainPID of opencode-v2.service is the installed Node SEA (its exact bytes) running the stand-in, uid byk, relay socket up" \
+    "MainPID $APPPID exe $exe sha256 $exe_sha uid $uid node $NODE_APP_VERSION"
 else
-  acc app.running fail "the application stand-in is the MainPID of opencode-v2.service" "active $(systemctl is-active $APP) MainPID $APPPID exe $exe uid $uid; $(journalctl -u $APP -n 5 -o cat --no-pager | tr '\n' ' ')"
+  acc app.running fail "the MainPID of opencode-v2.service is the installed Node SEA running the stand-in" "active $(systemctl is-active $APP) MainPID $APPPID exe $exe sha256 $exe_sha (want $APP_SEA $SEA_SHA) uid $uid; $(journalctl -u $APP -n 5 -o cat --no-pager | tr '\n' ' ')"
 fi
 flag_dir
 
@@ -702,18 +740,70 @@ write_report() {
 }
 write_report > /dev/null
 # tools/cutover reads this report: it must accept the format and refuse it
-# unless every check passed.
+# unless every check passed. With a passing report (the VM) it also refuses
+# root-owned copies of it with one thing changed - no --approve, a stale
+# report (another revision, another SEA), a report of a Node 20 SEA - and then
+# performs the approved cutover: the gated unit starts with the SEA as MainPID.
 res=$(python3 -c 'import json; print(json.load(open("/var/lib/opencode-pty/acceptance/report.json"))["result"])')
-out=$("$A/tools/cutover" --approve --old-unit none 2>&1); rc=$?
-echo "cutover: exit $rc: $out"
-if [ "$res" = pass ]; then
-  # A passing report: cutover reads it and goes on to the marker check.
-  case "$out" in *"acceptance report"*"checks passed"*|*"readiness marker"*|*"cutover done"*) ok=1 ;; *) ok=0 ;; esac
-else
+if [ "$res" != pass ]; then
+  out=$("$A/tools/cutover" --approve --old-unit none --sea "$APP_SEA" 2>&1); rc=$?
+  echo "cutover: exit $rc: $out"
   case "$out" in *"acceptance report $REPORT_DIR/report.json: result is \"$res\""*) ok=1 ;; *) ok=0 ;; esac
+  if [ "$ok" = 1 ] && ! systemctl -q is-active $APP; then acc report.cutover-reads pass "tools/cutover reads this report at its default path and refuses its result ($res)" "exit $rc: $out"
+  else acc report.cutover-reads fail "tools/cutover reads this report at its default path and refuses its result ($res)" "exit $rc: $out"; fi
+else
+  # mutant NAME PYTHON: a root-owned 0644 copy of the report, PYTHON applied to d.
+  mutant() {
+    python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+exec(sys.argv[3])
+json.dump(d, open(sys.argv[2], "w"))' "$REPORT_DIR/report.json" "$REPORT_DIR/mutant-$1.json" "$2"
+    chown root:root "$REPORT_DIR/mutant-$1.json"; chmod 0644 "$REPORT_DIR/mutant-$1.json"
+  }
+  # refused ID NAME TEXT ARGS...: exit 1, one "refused" line containing TEXT, the app not started.
+  cut_refused() {
+    local id=$1 name=$2 text=$3 out rc; shift 3
+    out=$("$A/tools/cutover" "$@" 2>&1); rc=$?
+    if [ "$rc" = 1 ] && case "$out" in "cutover: refused: "*"$text"*) true ;; *) false ;; esac &&
+       [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] && ! systemctl -q is-active $APP; then
+      acc "$id" pass "$name" "exit $rc: $out"
+    else
+      acc "$id" fail "$name" "exit $rc: $out; $APP $(systemctl is-active $APP)"
+    fi
+  }
+  other=$(printf '%064d' 0 | tr 0 e)
+  mutant stale-revision 'd["revision"] = d["revision"][:-64] + "'"$other"'"'
+  mutant stale-sea 'd["artifacts"]["sea"] = "'"$other"'"; d["node_sea_gate"]["sea_sha256"] = "'"$other"'"'
+  mutant node20 'd["versions"]["node_sea"] = "v20.20.2"; d["node_sea_gate"].update(node_version="v20.20.2", satisfied=False)'
+  mutant node20-claims 'd["versions"]["node_sea"] = "v20.20.2"; d["node_sea_gate"]["node_version"] = "v20.20.2"'
+  cut_refused cutover.refuses-unapproved "tools/cutover with the passing report but without --approve refuses" "pass --approve" \
+    --old-unit none --sea "$APP_SEA"
+  cut_refused cutover.refuses-stale-revision "tools/cutover refuses a stale report (another revision)" "is not this build's" \
+    --approve --old-unit none --sea "$APP_SEA" --report "$REPORT_DIR/mutant-stale-revision.json"
+  cut_refused cutover.refuses-other-sea "tools/cutover refuses a report of another SEA (hash differs from the installed one)" "artifacts.sea is" \
+    --approve --old-unit none --sea "$APP_SEA" --report "$REPORT_DIR/mutant-stale-sea.json"
+  cut_refused cutover.refuses-node20 "tools/cutover refuses a report of a Node 20 SEA" "runs Node \"v20.20.2\", not Node 26.4" \
+    --approve --old-unit none --sea "$APP_SEA" --report "$REPORT_DIR/mutant-node20.json"
+  cut_refused cutover.refuses-node20-claiming-gate "tools/cutover refuses a report of a Node 20 SEA even if it claims the gate" "not Node 26.4" \
+    --approve --old-unit none --sea "$APP_SEA" --report "$REPORT_DIR/mutant-node20-claims.json"
+  cut_refused cutover.refuses-wrapper-as-sea "tools/cutover refuses when --sea is not the SEA the report names (the ExecStart wrapper)" "artifacts.sea is" \
+    --approve --old-unit none
+  rm -f "$REPORT_DIR"/mutant-*.json
+  out=$("$A/tools/cutover" --approve --old-unit none --sea "$APP_SEA" 2>&1); rc=$?
+  echo "cutover: exit $rc: $out"
+  wait_for "$W" test -S $STANDIN_RELAY >/dev/null 2>&1
+  cpid=$(app_pid) cexe=$(readlink "/proc/$(app_pid)/exe" 2>&1)
+  if [ "$rc" = 0 ] && case "$out" in *"checks passed, Node $SEA_VERSION SEA $SEA_SHA"*"cutover done"*) true ;; *) false ;; esac &&
+     systemctl -q is-active $APP && systemctl -q is-enabled $APP && [ "$cexe" = "$APP_SEA" ] &&
+     [ "$(systemctl show -P DropInPaths $APP)" = "" ]; then
+    acc report.cutover-reads pass "tools/cutover --approve with this passing report performs the cutover: the gated unit (no drop-in) runs the SEA as MainPID" \
+      "exit $rc: $out | MainPID $cpid exe $cexe"
+  else
+    acc report.cutover-reads fail "tools/cutover --approve with this passing report performs the cutover" \
+      "exit $rc: $out | $APP $(systemctl is-active $APP) MainPID $cpid exe $cexe dropins $(systemctl show -P DropInPaths $APP)"
+  fi
 fi
-if [ "$ok" = 1 ]; then acc report.cutover-reads pass "tools/cutover reads this report at its default path and acts on its result ($res)" "exit $rc: $out"
-else acc report.cutover-reads fail "tools/cutover reads this report at its default path and acts on its result ($res)" "exit $rc: $out"; fi
 systemctl stop $APP 2>/dev/null; systemctl disable -q $APP 2>/dev/null
 write_report
 cp "$REPORT_DIR/report.json" "$REPORT_DIR/report.txt" /results/

@@ -11,10 +11,36 @@
 # Only "pass" is a pass. The report's "result" is "pass" only when every check
 # passed, "fail" when one failed, otherwise "incomplete"; "suite_result" says
 # whether the run itself found a failure (what ctest reports).
+#
+# The writer adds one check of its own, report.node-sea-exact: the report is
+# one of the exact Node 26.4 SEA only if its context names a SEA of Node
+# v26.4.x whose probe gate is satisfied for that version and for the SEA hash
+# in "artifacts" (not-satisfied for another Node, fail for another hash). So a
+# report of a Node 20 SEA, or of a SEA other than the one installed and probed,
+# never has result "pass", whatever the suite's checks say.
 import json
 import os
+import re
 import sys
 import time
+
+
+def sea_check(ctx):
+    arts = ctx.get('artifacts') or {}
+    nv = (ctx.get('versions') or {}).get('node_sea')
+    g = ctx.get('node_sea_gate') or {}
+    ev = 'SEA %s Node %s; gate %s' % (arts.get('sea'), nv, json.dumps(g)[:600])
+    c = {'id': 'report.node-sea-exact',
+         'name': 'the report is one of the exact Node 26.4 SEA: the probed, installed SEA hash and its Node v26.4.x, gate satisfied',
+         'evidence': ev}
+    if not isinstance(nv, str) or not re.match(r'^v26\.4\.[0-9]+$', nv) or g.get('node_version') != nv:
+        c['result'] = 'not-satisfied'
+    elif (g.get('satisfied') is True and isinstance(arts.get('sea'), str) and len(arts['sea']) == 64 and
+          g.get('sea_sha256') == arts['sea']):
+        c['result'] = 'pass'
+    else:
+        c['result'] = 'fail'
+    return c
 
 
 def main():
@@ -31,6 +57,7 @@ def main():
                 parts = ['ledger.broken-line', 'fail', 'a ledger line the report writer cannot read', line[:500]]
             checks.append({'id': parts[0], 'result': parts[1], 'name': parts[2], 'evidence': parts[3]})
     ctx = json.load(open(context))
+    checks.append(sea_check(ctx))
     counts = {}
     for c in checks:
         counts[c['result']] = counts.get(c['result'], 0) + 1

@@ -6,6 +6,8 @@
 #       <build>/acceptance/report-<target>.{json,txt}
 #   vm.demo.bookworm  the README's demo command (tools/demo), scripted, with
 #       its transcript checked
+#   acceptance.report-gate  (host) mutation cases of the report's Node SEA
+#       binding: a Node 20 SEA or another SEA hash never yields "pass"
 if(OPENCODE_SANITIZE)
   return()
 endif()
@@ -23,6 +25,10 @@ foreach(_acc_target bookworm trixie vm)
     FIXTURES_REQUIRED node_sea
     ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
 endforeach()
+
+add_test(NAME acceptance.report-gate
+         COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/acceptance/report-gate-test.sh")
+set_tests_properties(acceptance.report-gate PROPERTIES LABELS gate TIMEOUT 60)
 
 add_test(NAME vm.demo.bookworm
          COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/demo/check-demo.sh" "${CMAKE_BINARY_DIR}")

@@ -247,11 +247,14 @@ systemctl daemon-reload
 systemctl enable -q --now $OLD
 sha() { sha256sum "$L/$1" | cut -c1-64; }
 rev=$(gate_revision)
-# write_report RESULT CHECKRESULT SUPERVISOR-HASH REVISION [MODE] [OWNER]
+# The application SEA the report names: here the fixture at the reference
+# unit's ExecStart (cutover's default --sea).
+sea_sha=$(sha256sum /usr/local/bin/opencode-v2 | cut -c1-64)
+# write_report RESULT CHECKRESULT SUPERVISOR-HASH REVISION [MODE] [OWNER] [SEA-HASH] [NODE] [GATE-SATISFIED]
 write_report() {
   install -d -m 0755 /var/lib/opencode-pty/acceptance
-  printf '{"revision": "%s", "artifacts": {"supervisor": "%s", "launcher": "%s", "client": "%s"}, "result": "%s", "checks": [{"name": "fixture one", "result": "pass"}, {"name": "fixture two", "result": "%s"}]}\n' \
-    "$4" "$3" "$(sha opencode-pty-launcher)" "$(sha opencode-pty-client)" "$1" "$2" > $REPORT
+  printf '{"revision": "%s", "artifacts": {"supervisor": "%s", "launcher": "%s", "client": "%s", "sea": "%s"}, "versions": {"node_sea": "%s"}, "node_sea_gate": {"node_version": "%s", "satisfied": %s, "sea_sha256": "%s"}, "result": "%s", "checks": [{"name": "fixture one", "result": "pass"}, {"name": "fixture two", "result": "%s"}]}\n' \
+    "$4" "$3" "$(sha opencode-pty-launcher)" "$(sha opencode-pty-client)" "${7:-$sea_sha}" "${8:-v26.4.0}" "${8:-v26.4.0}" "${9:-true}" "${7:-$sea_sha}" "$1" "$2" > $REPORT
   chmod "${5:-0644}" $REPORT; chown "${6:-root}:root" $REPORT
 }
 good_report() { write_report pass pass "$(sha opencode-pty-supervisor)" "$rev"; }
@@ -285,6 +288,16 @@ write_report pass pass "$(sha opencode-pty-supervisor)" "$rev" 0664
 refused "cutover: refuses a group-writable report" "writable by group or other" --approve --old-unit $OLD
 write_report pass pass "$(sha opencode-pty-supervisor)" "$rev" 0644 byk
 refused "cutover: refuses a report owned by the application user" "owned by uid" --approve --old-unit $OLD
+write_report pass pass "$(sha opencode-pty-supervisor)" "$rev" 0644 root "$(other_hex 64)"
+refused "cutover: refuses a report of another SEA (its hash is not the installed one's)" "artifacts.sea is" --approve --old-unit $OLD
+write_report pass pass "$(sha opencode-pty-supervisor)" "$rev" 0644 root "$sea_sha" v20.20.2 false
+refused "cutover: refuses a report of a Node 20 SEA" 'runs Node "v20.20.2", not Node 26.4' --approve --old-unit $OLD
+write_report pass pass "$(sha opencode-pty-supervisor)" "$rev" 0644 root "$sea_sha" v20.20.2 true
+refused "cutover: refuses a report of a Node 20 SEA that claims the gate" 'runs Node "v20.20.2", not Node 26.4' --approve --old-unit $OLD
+write_report pass pass "$(sha opencode-pty-supervisor)" "$rev" 0644 root "$sea_sha" v26.4.0 false
+refused "cutover: refuses a Node 26.4 report whose SEA gate is not satisfied" "node_sea_gate is not satisfied" --approve --old-unit $OLD
+good_report
+refused "cutover: refuses when --sea names another file than the reported SEA" "artifacts.sea is" --approve --old-unit $OLD --sea $L/opencode-pty-client
 rm -f $REPORT; echo 'not json' > $REPORT
 refused "cutover: refuses a report that is not JSON" "not valid JSON" --approve --old-unit $OLD
 good_report

@@ -10,6 +10,9 @@
 # sets Restart=no. The drop-in is removed after each run.
 A=/artifacts
 NODE_SEA_DIR=$A/node-sea
+# The Node 26.4 SEA (client/node/sea/build.sh), installed root-owned by
+# node_install: the smoke app runs inside it (its script mode) as the MainPID.
+NODE_SEA_APP=/usr/local/lib/opencode-node-test/opencode-pty-sea-app
 CLIENT=$NODE_SEA_DIR/client
 APP_SERVICE=opencode-v2.service
 DROPIN_DIR=/run/systemd/system/opencode-v2.service.d
@@ -26,6 +29,12 @@ node_install() {
     checks_done; exit 1
   fi
   check "install: tools/install --from /artifacts" "$A/tools/install" --from "$A"
+  install -d -o root -g root -m 0755 "$(dirname "$NODE_SEA_APP")"
+  install -o root -g root -m 0755 "$NODE_SEA_DIR/opencode-pty-sea-app" "$NODE_SEA_APP"
+  check "install: the SEA is the Node 26.4 SEA of the build (node:sea isSea, v26.4.x, sha256 as in sea-build.json)" sh -c '
+    v=$(OPENCODE_PTY_APP_MODE=version "$1"); s=$(sha256sum "$1" | cut -c1-64); echo "$v sha256 $s; $(cat "$2")"
+    printf "%s" "$v" | grep -Eq "\"version\":\"v26\.4\.[0-9]+\",\"isSea\":true" && grep -q "\"sha256\":\"$s\"" "$2"' \
+    - "$NODE_SEA_APP" "$NODE_SEA_DIR/sea-build.json"
   check "supervisor socket starts" systemctl start opencode-pty-supervisor.socket
   install -d -o byk -g byk -m 0755 "$WORK"
 }

@@ -1,11 +1,14 @@
 #!/bin/sh
 # vm-tests/node/probe.sh: the Node SEA descriptor-inheritance probe
 # (client/node/probe/probe.py) against the installed product on a real
-# systemd. Registered as vm.node-probe.bookworm. The SEA under test is
-# /artifacts/node-sea/opencode-pty-sea-app (or $1), run unmodified as
-# opencode-v2.service (User=byk); the probe (root) traces it with ptrace.
+# systemd. Registered as vm.node-probe.{bookworm,trixie,vm}. The SEA under test
+# is /artifacts/node-sea/opencode-pty-sea-app (or $1), the Node 26.4 SEA of
+# client/node/sea/build.sh, run unmodified as opencode-v2.service (User=byk);
+# the probe (root) traces it with ptrace.
 #   1. the probe proper: every inheritance check must pass; the report names the
-#      exact Node version and whether it satisfies the Node 26.4 gate;
+#      exact Node version and whether it satisfies the Node 26.4 gate; the gate
+#      must be satisfied, and the binary the service ran must be byte-identical
+#      to the SEA under test and to the one sea-build.json records;
 #   2. the negative control: the same SEA started with one stray inherited
 #      descriptor (fd 251); the probe must see it in the helper's table and in
 #      the unrelated children, and the helper must refuse (extra_fd) - a probe
@@ -41,6 +44,16 @@ exact = re.match(r"^v26\.4\.\d+$", v) is not None
 ok = g["satisfied"] == exact and g["node_version"] == v and r["app"]["version"] == v and (
      exact or "does not satisfy the Node 26.4 gate" in g["statement"])
 sys.exit(0 if ok else 1)' /results/node-probe.json
+# The exact final binary: what the probe installed and traced is the SEA under
+# test, the build's sea-build.json names the same hash, and it is Node 26.4.
+check "probe: the traced binary is the exact Node 26.4 SEA of the build (sha256 of the installed copy = probed = sea-build.json)" python3 -c '
+import hashlib, json, re, sys
+r = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
+inst = hashlib.sha256(open(sys.argv[3], "rb").read()).hexdigest()
+print("probed", r.get("sea_sha256"), "installed", inst, "sea-build.json", b.get("sha256"), "node", r.get("node_version"), b.get("node_version"), "gate", r["gate"]["satisfied"])
+ok = (r.get("sea_sha256") == inst == b.get("sha256") and r["gate"]["satisfied"] is True and
+      re.match(r"^v26\.4\.[0-9]+$", r.get("node_version") or "") and r.get("node_version") == b.get("node_version"))
+sys.exit(0 if ok else 1)' /results/node-probe.json "$NODE_SEA_DIR/sea-build.json" /usr/local/bin/opencode-v2
 echo "node-probe: $(python3 -c 'import json; print(json.load(open("/results/node-probe.json"))["gate"]["statement"])')"
 
 # Negative control.

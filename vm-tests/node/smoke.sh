@@ -1,9 +1,9 @@
 #!/bin/sh
 # vm-tests/node/smoke.sh [--unit-tests] [--session-cap] [CASE,...]: one run of the Node smoke
 # suite against the installed product and a fresh supervisor on a real systemd.
-# The application side is vm-tests/node/smoke-app.js, run on the rootfs's own
-# Node (18 on bookworm) as the MainPID of opencode-v2.service (User=byk) through
-# the module under test (/artifacts/node-sea/client/index.js); this script adds
+# The application side is vm-tests/node/smoke-app.js, run inside the Node 26.4
+# SEA (client/node/sea, script mode) as the MainPID of opencode-v2.service
+# (User=byk) through the module under test (/artifacts/node-sea/client/index.js); this script adds
 # the checks only root can make (socket permissions, refusals of other users
 # and of root, the supervisor's descriptors before and after, leftovers).
 # vm-tests/node/run-smoke repeats it (ctest vm.node-smoke.bookworm: 10 runs).
@@ -26,7 +26,7 @@ V=/usr/local/libexec/opencode-pty-verify-readiness
 S=/run/opencode-pty/supervisor.sock
 
 node_install
-echo "smoke: $(systemctl --version | head -n1); node $(node --version); kernel $(uname -r)"
+echo "smoke: $(systemctl --version | head -n1); SEA $(OPENCODE_PTY_APP_MODE=version $NODE_SEA_APP); rootfs node $(node --version); kernel $(uname -r)"
 
 # --- permissions ------------------------------------------------------------
 check "permissions: the socket is byk's, mode 0600" sh -c "stat -c '%U:%G %a %F' $S; [ \"\$(stat -c '%U %a %F' $S)\" = 'byk 600 socket' ]"
@@ -68,7 +68,7 @@ else fail "source identity: the installed verifier embeds a revision line" "'$li
 sup=$(systemctl show -P MainPID opencode-pty-supervisor.service)
 fds_before=$(ls /proc/$sup/fd | wc -l)
 rm -f $WORK/smoke.jsonl
-app_run 1500 "/usr/bin/node /tests/smoke-app.js" \
+app_run 1500 "$NODE_SEA_APP" OPENCODE_PTY_APP_MODE=script OPENCODE_PTY_APP_SCRIPT=/tests/smoke-app.js \
   OPENCODE_PTY_MODULE=$CLIENT/index.js OPENCODE_SMOKE_OUT=$WORK/smoke.jsonl OPENCODE_SMOKE_WORK=$WORK \
   OPENCODE_SMOKE_REVISION=$rev OPENCODE_SMOKE_SOURCE=$src OPENCODE_SMOKE_CASES=$CASES
 rc=$?

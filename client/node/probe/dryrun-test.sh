@@ -4,7 +4,7 @@
 # real helper binary, twice: clean (every check must pass) and with a stray
 # inherited fd 251 (the negative control: the probe must report the leak and
 # the helper must refuse with extra_fd). It tests the probe and the SEA app,
-# never the product's acceptance (that is vm.node-probe.bookworm).
+# never the product's acceptance (that is vm.node-probe.*).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 sea=$1 helper=$2

@@ -9,6 +9,12 @@
 // OPENCODE_PTY_APP_MODE=probe    OPENCODE_PTY_PROBE_DIR=<dir, writable by the app>:
 //   write <dir>/ready.json, wait for <dir>/go (the tracer is attached), run one
 //   session with cwd <dir>, write <dir>/app.json, exit 0 (1 on any failure).
+// OPENCODE_PTY_APP_MODE=script  OPENCODE_PTY_APP_SCRIPT=<file>: runs that
+//   CommonJS file inside this SEA process (module.createRequire: its require()
+//   loads from disk), so that a harness application (the acceptance stand-in
+//   vm-tests/demo/relay-app.js, the smoke app vm-tests/node/smoke-app.js) runs
+//   on the SEA's exact Node as the MainPID. Invoked as `SEA -e CODE` (a child
+//   the script spawns with process.execPath, like `node -e`) it runs CODE.
 // OPENCODE_PTY_TEST_SOCKET / OPENCODE_PTY_TEST_HELPER override the socket and
 // helper paths for a dry run outside the harness (never set by the probe).
 
@@ -124,11 +130,29 @@ async function main() {
     return 0;
   }
   if (mode === 'probe') return probe();
-  process.stderr.write('opencode-pty-sea-app: set OPENCODE_PTY_APP_MODE=version|probe\n');
+  if (mode === 'script') return script();
+  process.stderr.write('opencode-pty-sea-app: set OPENCODE_PTY_APP_MODE=version|probe|script\n');
   return 2;
 }
 
-main().then((code) => { process.exitCode = code; }, (e) => {
+// Returns undefined: the script owns process.exitCode from here on.
+function script() {
+  const { createRequire } = require('module');
+  // A SEA's argv: [execPath, execPath, ...arguments].
+  const args = process.argv.slice(2);
+  if (args[0] === '-e') {
+    if (typeof args[1] !== 'string') throw new Error('-e needs code');
+    const req = createRequire(`${process.cwd()}/[eval]`);
+    new Function('require', args[1])(req);
+    return undefined;
+  }
+  const file = process.env.OPENCODE_PTY_APP_SCRIPT;
+  if (!file || !file.startsWith('/')) throw new Error('OPENCODE_PTY_APP_SCRIPT must be an absolute path');
+  createRequire(file)(file);
+  return undefined;
+}
+
+main().then((code) => { if (code !== undefined) process.exitCode = code; }, (e) => {
   process.stderr.write(`opencode-pty-sea-app: ${e && e.stack || e}\n`);
   process.exitCode = 1;
 });

