@@ -399,7 +399,9 @@ TEST(PeerCredentials, AReusedPidIsRefusedWhereAPidfdFromThePidWouldPinTheNewProc
   auto creds = ReadPeerCredentials(conn.get());
   EXPECT_TRUE(!creds.ok() || !PidfdAlive(creds->pidfd.get()))
       << "SO_PEERPIDFD must describe A (gone), not B";
-  if (!creds.ok()) EXPECT_FALSE(absl::IsUnimplemented(creds.status())) << creds.status();
+  if (!creds.ok()) {
+    EXPECT_FALSE(absl::IsUnimplemented(creds.status())) << creds.status();
+  }
   std::printf("SO_PEERPIDFD after the reuse: %s\n", creds.ok() ? "a pidfd that reports the exit" : std::string(creds.status().message()).c_str());
   kill(b, SIGKILL);
   waitpid(b, nullptr, 0);
