@@ -49,9 +49,13 @@ inline void ArmTimerIfOff(sd_event_source* s, uint64_t delay_usec) noexcept {
 }
 
 // sd-event priorities: the PTY data path outranks the bus so output keeps
-// flowing while systemd is slow (as systemd's own ptyfwd does); every source
-// pending in one epoll round is still dispatched before the next round, so the
-// bus is delayed, never starved.
+// flowing while systemd is slow (as systemd's own ptyfwd does). sd-event
+// dispatches one source per iteration, the highest-priority pending one first,
+// so a bus message waits for an iteration in which no pump is pending: each
+// pump dispatch does bounded work (its queues are bounded, common/limits.h),
+// but a data path that is ready on every iteration delays the bus for as long
+// as it stays ready. The idle-priority housekeeping has the same rule, and the
+// listener yields to it after each burst (Listener).
 inline constexpr int64_t kPumpPriority = SD_EVENT_PRIORITY_IMPORTANT;
 inline constexpr int64_t kBusPriority = SD_EVENT_PRIORITY_NORMAL;
 inline constexpr int64_t kDefaultPriority = SD_EVENT_PRIORITY_NORMAL;
