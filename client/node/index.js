@@ -37,8 +37,12 @@ const limits = Object.freeze({
   // its own sessions per socket between connect and `started`; further
   // spawns wait their turn (state 'connecting'). maxSessions is not queued:
   // beyond it the supervisor refuses with too_many_sessions.
+  // maxPendingHandshakes is the supervisor's kHandshakePressure (half of its
+  // kMaxPendingHandshakes, 16): another same-UID process that connects in a
+  // loop can hold only the slots below that mark, so this many of ours always
+  // get in.
   maxSessions: 128,
-  maxPendingHandshakes: 16,
+  maxPendingHandshakes: 8,
   // Output held for the application while it has no data listener or is
   // paused. When reached, decoding stops and the socket is no longer read, so
   // the supervisor's queue fills and it stops reading the PTY: the command
