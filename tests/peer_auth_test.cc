@@ -49,6 +49,27 @@ absl::StatusOr<Identity> Decode(MessageFactory& f, const std::vector<Prop>& unit
   return DecodeIdentity(u.get(), s.get());
 }
 
+// A listening AF_UNIX socket at a fresh path; removed with its directory.
+struct TempListener {
+  char dir[32] = "/tmp/opencode-peer-XXXXXX";
+  std::string path;
+  sockaddr_un addr{};
+  UniqueFd fd;
+  TempListener() {
+    if (mkdtemp(dir) == nullptr) return;
+    path = std::string(dir) + "/s";
+    addr.sun_family = AF_UNIX;
+    strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    UniqueFd l(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (bind(l.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && listen(l.get(), 1) == 0)
+      fd = std::move(l);
+  }
+  ~TempListener() {
+    if (!path.empty()) unlink(path.c_str());
+    rmdir(dir);
+  }
+};
+
 // The pilot's TestClientIdentityUsesRealSystemdInterfaces, both halves.
 TEST(IdentityDecode, AcceptsEachPropertyFromItsExactInterface) {
   MessageFactory f;
@@ -309,15 +330,10 @@ TEST(BusAuthenticator, WithoutSoPeerPidfdEveryConnectionIsKernelUnsupported) {
 
 TEST(PeerCredentials, ConnectedPeerOfAnotherProcess) {
   // A real accept(): the peer is a child process that connected.
-  char dir[] = "/tmp/opencode-peer-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  std::string path = std::string(dir) + "/s";
-  UniqueFd l(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  ASSERT_EQ(bind(l.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(l.get(), 1), 0);
+  TempListener listener;
+  ASSERT_TRUE(listener.fd.valid()) << strerror(errno);
+  sockaddr_un addr = listener.addr;
+  const UniqueFd& l = listener.fd;
   int go[2];
   ASSERT_EQ(pipe2(go, O_CLOEXEC), 0);
   pid_t child = fork();
@@ -342,8 +358,6 @@ TEST(PeerCredentials, ConnectedPeerOfAnotherProcess) {
   // The connecting process is gone and its pidfd says so: a process that
   // later gets the same pid is not this pidfd's process.
   EXPECT_FALSE(PidfdAlive(creds->pidfd.get()));
-  unlink(path.c_str());
-  rmdir(dir);
 }
 
 // Issue #13's scenario at the kernel level: process A connects and exits, its
@@ -353,15 +367,10 @@ TEST(PeerCredentials, ConnectedPeerOfAnotherProcess) {
 // SO_PEERPIDFD knows the connecting process was A: refused.
 TEST(PeerCredentials, AReusedPidIsRefusedWhereAPidfdFromThePidWouldPinTheNewProcess) {
   if (geteuid() != 0) GTEST_SKIP() << "needs uid 0 to set /proc/sys/kernel/ns_last_pid";
-  char dir[] = "/tmp/opencode-reuse-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  std::string path = std::string(dir) + "/s";
-  UniqueFd l(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  ASSERT_EQ(bind(l.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(l.get(), 1), 0);
+  TempListener listener;
+  ASSERT_TRUE(listener.fd.valid()) << strerror(errno);
+  sockaddr_un addr = listener.addr;
+  const UniqueFd& l = listener.fd;
   pid_t a = fork();
   if (a == 0) {
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -405,8 +414,6 @@ TEST(PeerCredentials, AReusedPidIsRefusedWhereAPidfdFromThePidWouldPinTheNewProc
   std::printf("SO_PEERPIDFD after the reuse: %s\n", creds.ok() ? "a pidfd that reports the exit" : std::string(creds.status().message()).c_str());
   kill(b, SIGKILL);
   waitpid(b, nullptr, 0);
-  unlink(path.c_str());
-  rmdir(dir);
 }
 
 }  // namespace
