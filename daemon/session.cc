@@ -52,6 +52,23 @@ std::string SignalText(int signo) {
   return name != nullptr ? std::string(name) : absl::StrCat(signo);
 }
 
+// `result` in systemd's words, about the command: from an exact report
+// success / exit-code / signal / core-dump; otherwise systemd's Result of the
+// unit, except that a reported signal is never a `success` (script exits 0
+// when it caught the stop's TERM, which says nothing about the command).
+std::string ResultText(const std::optional<CommandExit>& exact, const std::string& unit_result,
+                       bool signal_reported) {
+  if (exact) {
+    switch (exact->how) {
+      case ExitHow::kExited: return exact->status == 0 ? "success" : "exit-code";
+      case ExitHow::kKilled: return "signal";
+      case ExitHow::kDumped: return "core-dump";
+    }
+  }
+  if (signal_reported && unit_result == "success") return "signal";
+  return unit_result;
+}
+
 absl::StatusOr<std::string> NewSessionId() {
   uint8_t bytes[16];
   // GRND_NONBLOCK: never wait on the loop for the entropy pool; before it is
@@ -291,9 +308,15 @@ void Session::OnStarting(const UnitSnapshot& snapshot) noexcept {
   // The gate: the launcher waits for this byte before it execs anything, and
   // it is the first byte on the stream, before any of the client's input (the
   // pump is attached below). A fresh stream's send buffer is empty: one byte
-  // always fits.
-  if (send(pty_stream_.get(), &kLaunchGoByte, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
-    return Fail(ErrorCode::kInternal, "cannot send the launcher its go");
+  // always fits. EPIPE/ECONNRESET: the launcher already refused what it was
+  // given (every check comes before it waits for the go) and closed the
+  // stream; the session goes on to RUNNING, where the unit's end brings the
+  // launcher's report and the client gets launch_failed.
+  if (send(pty_stream_.get(), &kLaunchGoByte, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
+    if (errno != EPIPE && errno != ECONNRESET)
+      return Fail(ErrorCode::kInternal, absl::StrCat("cannot send the launcher its go: ", strerror(errno)));
+    Log(LOG_INFO, Fields(), "the launcher ended before its go");
+  }
 
   EnvelopeWriter w("started");
   w.Str("session", id_)
@@ -418,12 +441,14 @@ void Session::MaybeSendExit() noexcept {
     executed = channel_->executed().has_value();
   }
   EnvelopeWriter w("exit");
+  bool signal_reported = false;
   if (exact) {
     // The command's own wait status, from its parent.
     if (exact->how == ExitHow::kExited) {
       w.Int("code", exact->status).Null("signal");
     } else {
       w.Null("code").Str("signal", SignalText(exact->signo));
+      signal_reported = true;
     }
   } else {
     // No report: the launcher failed before it could say so, or the
@@ -448,8 +473,9 @@ void Session::MaybeSendExit() noexcept {
     }
     if (code) w.Int("code", *code); else w.Null("code");
     if (!signal.empty()) w.Str("signal", signal); else w.Null("signal");
+    signal_reported = !signal.empty();
   }
-  w.Str("result", exit_->result);
+  w.Str("result", ResultText(exact, exit_->result, signal_reported));
   w.Bool("exact", exact.has_value());
   terminal_queued_ = true;
   pump_->QueueTerminal(w.Finish());

@@ -307,6 +307,7 @@ TEST_F(SessionTest, ASignalGoesToTheMonitorAndTheExitIsTheCommands) {
   EXPECT_TRUE(IsNull(exit, "code"));
   EXPECT_EQ(std::get<std::string>(exit.fields["signal"]), "KILL");
   EXPECT_TRUE(std::get<bool>(exit.fields["exact"]));
+  EXPECT_EQ(std::get<std::string>(exit.fields["result"]), "signal");
 }
 
 // The exact report wins over the unit's view in both directions.
@@ -319,6 +320,7 @@ TEST_F(SessionTest, TheMonitorsReportIsTheExit) {
   EXPECT_EQ(Code(exit), "3");
   EXPECT_TRUE(IsNull(exit, "signal"));
   EXPECT_TRUE(std::get<bool>(exit.fields["exact"]));
+  EXPECT_EQ(std::get<std::string>(exit.fields["result"]), "exit-code");
 }
 
 TEST_F(SessionTest, ACoreDumpIsTheSignalNotCode139) {
@@ -329,6 +331,7 @@ TEST_F(SessionTest, ACoreDumpIsTheSignalNotCode139) {
   Envelope exit = FinishUnit(unit, CLD_EXITED, 139, "exit-code");
   EXPECT_TRUE(IsNull(exit, "code"));
   EXPECT_EQ(std::get<std::string>(exit.fields["signal"]), "SEGV");
+  EXPECT_EQ(std::get<std::string>(exit.fields["result"]), "core-dump");
 }
 
 // The monitor is gone (the command ended): the signal has nowhere to go.
@@ -398,6 +401,74 @@ TEST_F(SessionTest, NoReportAfterAStopIsNeverCodeZero) {
   EXPECT_TRUE(IsNull(e, "code"));
   EXPECT_EQ(std::get<std::string>(e.fields["signal"]), "KILL");
   EXPECT_FALSE(std::get<bool>(e.fields["exact"]));
+}
+
+// A command killed by the stop's signal within script's 2 s: the monitor
+// reports it; script itself exited 0 (systemd's Result "success"), which must
+// not reach the client as a success.
+TEST_F(SessionTest, AStoppedCommandIsNeverASuccess) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  FromUnit(std::string("E\x00\x00\x10\x01", 5));
+  std::string f;
+  AppendFrame(FrameType::kStop, std::string_view(), &f);
+  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
+  systemd.Answer("StopUnit", absl::OkStatus());
+  FromUnit(std::string("Xk\x01", 3));
+  Envelope e = FinishUnit(unit, CLD_EXITED, 0, "success");
+  EXPECT_TRUE(IsNull(e, "code"));
+  EXPECT_EQ(std::get<std::string>(e.fields["signal"]), "HUP");
+  EXPECT_EQ(std::get<std::string>(e.fields["result"]), "signal");
+  EXPECT_TRUE(std::get<bool>(e.fields["exact"]));
+}
+
+// The same without a report: TERM (the signal the stop sent), not a success.
+TEST_F(SessionTest, AStopWithoutAReportIsTermNotSuccess) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  std::string f;
+  AppendFrame(FrameType::kStop, std::string_view(), &f);
+  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
+  systemd.Answer("StopUnit", absl::OkStatus());
+  Envelope e = FinishUnit(unit, CLD_EXITED, 0, "success");
+  EXPECT_TRUE(IsNull(e, "code"));
+  EXPECT_EQ(std::get<std::string>(e.fields["signal"]), "TERM");
+  EXPECT_EQ(std::get<std::string>(e.fields["result"]), "signal");
+  EXPECT_FALSE(std::get<bool>(e.fields["exact"]));
+}
+
+// The launcher refused (every check comes before it waits for the go) and
+// closed the stream before the read-back passed: the go finds no reader
+// (EPIPE). That is not an internal error: the session runs on and the
+// client gets launch_failed with the launcher's reason.
+TEST_F(SessionTest, ALauncherThatEndedBeforeItsGoIsLaunchFailed) {
+  reader.fd = client.get();
+  Begin();
+  SendStartWithDir();
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StartUnit") != nullptr; }));
+  auto call = systemd.Pending_("StartUnit");
+  request = *call->request;
+  unit_fd = call->stream_fd;
+  TakeHandoff();
+  FromUnit(std::string("F\x65", 2));  // 101: fchdir failed
+  close(unit_fd);
+  call->stream_fd = -1;
+  systemd.Answer("StartUnit", absl::OkStatus());
+  ASSERT_TRUE(systemd.AnswerSnapshot(GoodSnapshot(request)));
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
+  EXPECT_EQ(session->state(), Session::State::kRunning);
+  ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), CLD_EXITED, 101, "exit-code")));
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  Envelope e = Terminal();
+  EXPECT_EQ(e.type, "error");
+  EXPECT_EQ(Code(e), "launch_failed");
+  EXPECT_EQ(std::get<std::string>(e.fields["reason"]), "chdir");
+  Envelope started;
+  ASSERT_EQ(ParseEnvelope(reader.events[0], &started), ErrorCode::kOk);
+  EXPECT_EQ(started.type, "started");
 }
 
 // No report, and script says its child died of signal n (128+n): the signal.
