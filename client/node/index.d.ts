@@ -58,8 +58,9 @@ export interface ExitEvent {
    *  (see signal) or the session ended without an exit envelope (see error).
    *  A command killed by a signal is never reported as 0. */
   exitCode: number | null;
-  /** The name ("TERM", "SEGV", "KILL") of the signal that killed the command,
-   *  or null. A name, not node-pty's number (on('exit') passes the number). */
+  /** The name ("TERM", "SEGV", "KILL") of the signal that killed the command
+   *  (its number as a string, "34", for a signal without a name), or null. A
+   *  name, not node-pty's number (on('exit') passes the number). */
   signal: string | null;
   /** systemd's Result of the unit ("success", "exit-code", "signal", ...), if sent. */
   result: string | null;
@@ -113,8 +114,7 @@ export interface IPty {
   /** node-pty's older EventEmitter form, for 'data' and 'exit' only (any
    *  other event throws TypeError). 'data' is the same as onData; 'exit' gets
    *  (exitCode, signal) with the signal as a number like node-pty's: 0 when
-   *  no signal killed the command, else its number (15 for TERM; undefined
-   *  for a name this platform has no number for). exitCode is null when a
+   *  no signal killed the command, else its number (15 for TERM). exitCode is null when a
    *  signal killed it (node-pty passes 0 there) or the session failed. */
   on(event: 'data', listener: (data: string | Buffer) => void): this;
   on(event: 'exit', listener: (exitCode: number | null, signal: number | undefined) => void): this;

@@ -324,9 +324,9 @@ function parseFlatJson(text) {
 }
 
 const HEX = (n) => new RegExp(`^[0-9a-f]{${n}}$`);
-// A signal name without "SIG" ("TERM", "SEGV"), or a real-time signal as
-// systemd names it ("RTMIN+3", "RTMAX-1").
-const SIGNAL_NAME = /^(?:[A-Z][A-Z0-9]{0,15}|RTMIN\+[0-9]{1,2}|RTMAX-[0-9]{1,2})$/;
+// A signal name without "SIG" ("TERM", "SEGV"), or the number of a signal
+// that has no name (the supervisor sends "34" for a real-time signal).
+const SIGNAL_NAME = /^(?:[A-Z][A-Z0-9]{0,15}|[1-9][0-9]?)$/;
 const SNAKE = /^[a-z0-9_]{1,64}$/;
 const ENVELOPE_FIELDS = Object.freeze({
   started: {
@@ -440,9 +440,10 @@ function chunkUtf8(bytes, max = limits.maxInputPayload) {
 
 // The number node-pty's 'exit' event passes for a signal name: 0 when no
 // signal ended the command (node-pty passes 0 then too), else this platform's
-// number ("TERM" → 15), undefined for a name it has no number for.
+// number ("TERM" → 15; "34" → 34), undefined for a name it has no number for.
 function exitSignalNumber(name) {
   if (name === null) return 0;
+  if (/^[0-9]+$/.test(name)) return Number(name);
   const key = 'SIG' + name;
   return Object.prototype.hasOwnProperty.call(os.constants.signals, key) ? os.constants.signals[key] : undefined;
 }

@@ -51,7 +51,7 @@ test('envelopes: exit.exact is a boolean and an exact status is either a code or
     '{"type":"exit","code":null,"signal":"SEGV","result":"core-dump","exact":true}',
     '{"type":"exit","code":null,"signal":"KILL","result":"signal","exact":false}',
     '{"type":"exit","code":1,"signal":null,"result":"exit-code","exact":false}',
-    '{"type":"exit","code":null,"signal":"RTMIN+3","exact":true}',
+    '{"type":"exit","code":null,"signal":"34","exact":true}',     // a signal without a name
     '{"type":"exit","code":0,"signal":null}',  // a supervisor before issue 20
   ];
   for (const s of ok) assert.equal(parseCode(s), 'ok', s);
@@ -61,7 +61,9 @@ test('envelopes: exit.exact is a boolean and an exact status is either a code or
     '{"type":"exit","code":3,"signal":null,"exact":null}',
     '{"type":"exit","code":null,"signal":null,"exact":true}',     // neither
     '{"type":"exit","code":143,"signal":"TERM","exact":true}',     // both
-    '{"type":"exit","code":null,"signal":"RTMIN+","exact":true}',
+    '{"type":"exit","code":null,"signal":"RTMIN+3","exact":true}',
+    '{"type":"exit","code":null,"signal":"0","exact":true}',
+    '{"type":"exit","code":null,"signal":"100","exact":true}',
     '{"type":"exit","code":null,"signal":"term","exact":true}',
   ];
   for (const s of bad) assert.equal(parseCode(s), 'bad_field', s);
@@ -183,6 +185,7 @@ test('on("exit", fn) gets (exitCode, signal number) like node-pty: (null, 15) fo
     c.started();
     if (c.start.argv[0] === 'killed') c.exit(null, 'TERM');
     else if (c.start.argv[0] === 'segv') c.exit(null, 'SEGV');
+    else if (c.start.argv[0] === 'rt') c.exit(null, '34');
     else c.exit(3);
   });
   t.after(sup.close);
@@ -192,6 +195,7 @@ test('on("exit", fn) gets (exitCode, signal number) like node-pty: (null, 15) fo
   };
   assert.deepEqual(await got('killed'), [null, 15]);
   assert.deepEqual(await got('segv'), [null, 11]);
+  assert.deepEqual(await got('rt'), [null, 34]);
   assert.deepEqual(await got('exits'), [3, 0]);
   // A session that ended without an exit status: no code, no signal.
   const pty = spawn('prog', [], sup.opts());
