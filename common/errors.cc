@@ -43,6 +43,7 @@ std::string_view ErrorCodeName(ErrorCode code) noexcept {
     case ErrorCode::kUnitPropertyMismatch: return "unit_property_mismatch";
     case ErrorCode::kInputOverflow: return "input_overflow";
     case ErrorCode::kStopFailed: return "stop_failed";
+    case ErrorCode::kLaunchFailed: return "launch_failed";
     case ErrorCode::kInternal: return "internal";
   }
   return "internal";

@@ -53,6 +53,7 @@ enum class ErrorCode {
   kUnitPropertyMismatch,// systemd ignored or weakened a requested property
   kInputOverflow,       // input queue full (should not happen with a conforming client)
   kStopFailed,          // StopUnit failed, or the unit did not stop within kStopRequestDeadlineUsec
+  kLaunchFailed,        // the launcher refused or could not prepare the command; it never ran
   kInternal,            // supervisor-side failure; see the journal
 };
 

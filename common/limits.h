@@ -110,11 +110,19 @@ inline constexpr size_t kMaxBusCallsInFlight = 64;
 // D-Bus signals (UnitRemoved, JobRemoved, PropertiesChanged) are only hints to
 // re-query; they coalesce into a set of at most this many pending unit names.
 inline constexpr size_t kSignalQueueCapacity = 64;
-// Window sizes waiting to be written to a unit's resize channel: one. A new
+// Window sizes waiting to be written to a unit's channel: one. A new
 // RESIZE replaces the one not yet written (the last size wins, as a terminal
 // emulator's own resize does), so a flood of 10,000 resizes in one read costs
 // O(1) memory per session and one write; it never holds up INPUT or OUTPUT.
 inline constexpr size_t kPendingResizes = 1;
+// Signals waiting to be written to a unit's channel: one. While it is
+// pending the client's frames wait in its own socket (input paused), so a
+// SIGNAL flood costs the supervisor O(1) and reaches the command in order.
+inline constexpr size_t kPendingSignals = 1;
+// Packets the supervisor reads from inside a unit: the command's exec, then
+// its exit or a launch failure. The unit is the session user's: anything more,
+// repeated or out of order stops the reading (docs/SECURITY.md "The unit channel").
+inline constexpr size_t kUnitReports = 2;
 // Tasks a PTY unit may have (TasksMax=): an interactive shell with a build.
 inline constexpr uint64_t kUnitTasksMax = 512;
 // Concurrent identity lookups over D-Bus are the pending handshakes above.

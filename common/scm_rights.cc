@@ -96,4 +96,15 @@ RecvFdResult RecvWithFd(int sock, void* buf, size_t len, int flags) noexcept {
   return r;  // `received` closes whatever was not handed out
 }
 
+ssize_t RecvPacket(int sock, void* buf, size_t len, int flags, bool* refused) noexcept {
+  struct iovec iov = {buf, len};
+  struct msghdr mh = {};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | flags);
+  if (n < 0) return -errno;
+  *refused = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
+  return n;
+}
+
 }  // namespace opencode

@@ -31,4 +31,11 @@ struct RecvFdResult {
 // type -> kBadControl. On every error path all received descriptors are closed.
 RecvFdResult RecvWithFd(int sock, void* buf, size_t len, int flags = 0) noexcept;
 
+// One packet of a SOCK_SEQPACKET socket that must carry no descriptor:
+// recvmsg(MSG_CMSG_CLOEXEC | flags) with no room for control data, so a
+// descriptor sent along is discarded by the kernel (never installed here).
+// Returns the byte count (0: EOF) or -errno; *refused is set when the packet
+// was longer than `len` or carried control data (MSG_TRUNC / MSG_CTRUNC).
+ssize_t RecvPacket(int sock, void* buf, size_t len, int flags, bool* refused) noexcept;
+
 }  // namespace opencode

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/envelope.h"
@@ -39,9 +40,16 @@ std::string_view ClientMessage(ErrorCode code) {
     case ErrorCode::kBadSignal: return "signal not allowed";
     case ErrorCode::kProtocolState: return "frame not allowed in this state";
     case ErrorCode::kStopFailed: return "systemd did not stop the PTY unit; it is being stopped and reaped";
+    case ErrorCode::kLaunchFailed: return "the launcher refused or could not prepare the command; it did not run";
     case ErrorCode::kInternal: return "supervisor-side failure";
     default: return "malformed frame";
   }
+}
+
+// "SEGV", or the number for a signal without a name (real-time signals).
+std::string SignalText(int signo) {
+  const char* name = sigabbrev_np(signo);
+  return name != nullptr ? std::string(name) : absl::StrCat(signo);
 }
 
 absl::StatusOr<std::string> NewSessionId() {
@@ -203,12 +211,12 @@ void Session::StartUnit(StartRequest request, UniqueFd dir) noexcept {
   int flags = fcntl(ours.get(), F_GETFL);
   if (flags < 0 || fcntl(ours.get(), F_SETFL, flags | O_NONBLOCK) < 0)
     return Fail(ErrorCode::kInternal, absl::StrCat("fcntl(O_NONBLOCK): ", strerror(errno)));
-  // The resize channel's unit end goes first on the stream, so it is
-  // waiting when the launcher starts (it reads it before anything else).
-  absl::StatusOr<UniqueFd> channel = CreateResizeChannel(ours.get());
+  // The unit channel's unit end goes first on the stream, so it is waiting
+  // when the launcher starts (it reads it before anything else).
+  absl::StatusOr<UniqueFd> channel = CreateUnitChannel(ours.get());
   if (!channel.ok()) return Fail(ErrorCode::kInternal, SV(channel.status().message()));
-  resize_ = std::make_unique<ResizeChannel>(ctx_.event, std::move(*channel));
-  if (absl::Status st = resize_->Init(); !st.ok()) return Fail(ErrorCode::kInternal, SV(st.message()));
+  channel_ = std::make_unique<UnitChannel>(ctx_.event, std::move(*channel), static_cast<UnitChannel::Delegate*>(this));
+  if (absl::Status st = channel_->Init(); !st.ok()) return Fail(ErrorCode::kInternal, SV(st.message()));
 
   UnitRequest req;
   req.session_id = id_;
@@ -323,29 +331,33 @@ void Session::OnControlFrame(FrameType type, uint8_t arg) noexcept {
 
 void Session::OnResize(uint16_t cols, uint16_t rows) noexcept {
   // After the command exited the channel is gone: the size has nowhere to go.
-  if (state_ != State::kRunning || !resize_) return;
-  resize_->Request(cols, rows);
+  if (state_ != State::kRunning || !channel_) return;
+  channel_->RequestSize(cols, rows);
 }
 
 void Session::SendSignal(uint8_t signo) noexcept {
-  // One control call at a time: frames wait in the socket meanwhile, so a
-  // client cannot make the supervisor queue D-Bus calls.
+  // To the command's process only, through its parent in the unit (the
+  // monitor): never to script or anything else of the unit. One signal at a
+  // time: frames wait in the socket meanwhile (kPendingSignals), so a client
+  // cannot make the supervisor queue them.
+  if (!channel_ || !channel_->RequestSignal(signo)) return Notice("signal_failed", SignalName(signo));
   pump_->PauseInput(true);
-  auto pending = ctx_.systemd->KillUnit(unit_, signo, [this, signo](absl::Status st) {
-    control_call_.reset();
-    pump_->PauseInput(false);
-    if (!st.ok()) {
-      static LogLimiter limiter;
-      LogLimited(limiter, LOG_NOTICE, Fields(), absl::StrCat("KillUnit failed: ", st.message()));
-      return Notice("signal_failed", SignalName(signo));
-    }
-    Notice("signal_sent", SignalName(signo));
-  });
-  if (!pending.ok()) {
-    pump_->PauseInput(false);
-    return Fail(ErrorCode::kInternal, SV(pending.status().message()));
-  }
-  control_call_ = std::move(*pending);
+}
+
+void Session::OnSignalHandled(uint8_t signo, bool written) noexcept {
+  pump_->PauseInput(false);
+  if (state_ != State::kRunning || terminal_queued_) return;
+  // Not written: the monitor is gone, so the command already ended.
+  Notice(written ? "signal_sent" : "signal_failed", SignalName(signo));
+}
+
+void Session::OnCommandExecuted(pid_t pid) noexcept {
+  if (state_ != State::kRunning || terminal_queued_) return;
+  EnvelopeWriter w("notice");
+  w.Str("code", "command_started").Int("pid", pid);
+  static LogLimiter limiter;
+  if (!pump_->QueueEnvelope(w.Finish()))
+    LogLimited(limiter, LOG_WARNING, Fields(), "notice dropped: envelope queue full");
 }
 
 void Session::RequestStop() noexcept {
@@ -392,10 +404,69 @@ void Session::OnRunningSnapshot(const UnitSnapshot& snapshot) noexcept {
 void Session::MaybeSendExit() noexcept {
   if (state_ != State::kRunning || !exit_ || !output_complete_ || !reap_done_ || terminal_queued_)
     return;
+  // The unit is gone: everything its monitor sent is in the channel.
+  std::optional<CommandExit> exact;
+  bool executed = false;
+  if (channel_) {
+    channel_->Drain();
+    if (channel_->refused() > 0) {
+      static LogLimiter limiter;
+      LogLimited(limiter, LOG_WARNING, Fields(), "unit channel: a packet from inside the unit was refused");
+    }
+    if (channel_->launch_failure()) return SendLaunchFailed(*channel_->launch_failure());
+    exact = channel_->command_exit();
+    executed = channel_->executed().has_value();
+  }
   EnvelopeWriter w("exit");
-  if (exit_->code) w.Int("code", *exit_->code); else w.Null("code");
-  if (!exit_->signal.empty()) w.Str("signal", exit_->signal); else w.Null("signal");
+  if (exact) {
+    // The command's own wait status, from its parent.
+    if (exact->how == ExitHow::kExited) {
+      w.Int("code", exact->status).Null("signal");
+    } else {
+      w.Null("code").Str("signal", SignalText(exact->signo));
+    }
+  } else {
+    // No report: the launcher failed before it could say so, or the
+    // command's parent was killed (script's SIGKILL 2 s after a stop's
+    // TERM, memory pressure). The unit's view, read so that a killed command
+    // is never an exit code (docs/PROTOCOL.md section 4).
+    std::optional<int64_t> code = exit_->code;
+    std::string signal = exit_->signal;
+    if (!executed && !stop_requested_ && code && *code >= 0 && *code <= 255 &&
+        !LaunchFailureName(uint8_t(*code)).empty())
+      return SendLaunchFailed(uint8_t(*code));
+    if (code && *code > 128 && *code <= 128 + kMaxSignalNumber) {
+      // script -e: its child (the command's parent) died of signal code-128.
+      signal = SignalText(int(*code - 128));
+      code.reset();
+    }
+    if (stop_requested_ && signal.empty()) {
+      // script ended on the stop's TERM; the command outlived script's 2 s:
+      // systemd's final SIGKILL (Result=timeout) or TERM it died of later.
+      signal = exit_->result == "timeout" ? "KILL" : "TERM";
+      code.reset();
+    }
+    if (code) w.Int("code", *code); else w.Null("code");
+    if (!signal.empty()) w.Str("signal", signal); else w.Null("signal");
+  }
   w.Str("result", exit_->result);
+  w.Bool("exact", exact.has_value());
+  terminal_queued_ = true;
+  pump_->QueueTerminal(w.Finish());
+  SetState(State::kEnding);
+  Arm(Deadline::kFlush, limits::kTerminalFlushDeadlineUsec);
+}
+
+void Session::SendLaunchFailed(uint8_t status) noexcept {
+  std::string_view reason = LaunchFailureName(status);
+  static LogLimiter limiter;
+  LogLimited(limiter, LOG_WARNING, Fields(ErrorCode::kLaunchFailed),
+             absl::StrCat("launcher failed: ", AV(reason), " (status ", status, ")"));
+  EnvelopeWriter w("error");
+  w.Str("code", ErrorCodeName(ErrorCode::kLaunchFailed))
+      .Str("message", ClientMessage(ErrorCode::kLaunchFailed))
+      .Str("reason", reason)
+      .Int("status", status);
   terminal_queued_ = true;
   pump_->QueueTerminal(w.Finish());
   SetState(State::kEnding);
@@ -444,7 +515,7 @@ void Session::Fail(ErrorCode code, std::string_view detail) noexcept {
   control_call_.reset();
   request_.reset();
   pty_stream_.reset();
-  resize_.reset();
+  channel_.reset();
   pump_->DetachPty();
   EnvelopeWriter w("error");
   w.Str("code", ErrorCodeName(code)).Str("message", ClientMessage(code));
@@ -490,7 +561,7 @@ void Session::DropClient() noexcept {
   control_call_.reset();
   request_.reset();
   pty_stream_.reset();
-  resize_.reset();
+  channel_.reset();
   pump_->DetachPty();
   pump_->CloseConnection();
   Arm(Deadline::kNone, 0);

@@ -22,9 +22,9 @@
 #include "daemon/journal.h"
 #include "daemon/peer_auth.h"
 #include "daemon/pump.h"
-#include "daemon/resize_channel.h"
 #include "daemon/sd_ptr.h"
 #include "daemon/systemd_api.h"
+#include "daemon/unit_channel.h"
 #include "daemon/unit_manager.h"
 #include "daemon/unit_properties.h"
 #include "daemon/unit_state.h"
@@ -54,7 +54,7 @@ class SessionObserver {
   ~SessionObserver() = default;
 };
 
-class Session final : private Pump::Delegate {
+class Session final : private Pump::Delegate, private UnitChannel::Delegate {
  public:
   enum class State { kAuthenticating, kAwaitStart, kStarting, kRunning, kEnding };
 
@@ -80,7 +80,7 @@ class Session final : private Pump::Delegate {
   bool unit_unproven() const noexcept { return unit_requested_ && !unit_proven_gone_; }
   size_t MemoryBytes() const noexcept;
   const Pump* pump() const noexcept { return pump_.get(); }
-  const ResizeChannel* resize_channel() const noexcept { return resize_.get(); }
+  const UnitChannel* unit_channel() const noexcept { return channel_.get(); }
 
  private:
   enum class Deadline { kNone, kStartFrame, kUnitStart, kStop, kStreamEof, kFlush };
@@ -95,6 +95,10 @@ class Session final : private Pump::Delegate {
   void OnOutputComplete() noexcept override;
   void OnFlushed() noexcept override;
 
+  // UnitChannel::Delegate
+  void OnCommandExecuted(pid_t pid) noexcept override;
+  void OnSignalHandled(uint8_t signo, bool written) noexcept override;
+
   void OnAuthenticated(AuthResult result) noexcept;
   void StartUnit(StartRequest request, UniqueFd dir) noexcept;
   void OnStartReply(absl::Status status) noexcept;
@@ -106,6 +110,7 @@ class Session final : private Pump::Delegate {
   void BeginReap() noexcept;
   void OnReaped(absl::Status status) noexcept;
   void MaybeSendExit() noexcept;
+  void SendLaunchFailed(uint8_t status) noexcept;
   void Fail(ErrorCode code, std::string_view detail) noexcept;
   void DropClient() noexcept;
   void MaybeFinish() noexcept;
@@ -135,9 +140,9 @@ class Session final : private Pump::Delegate {
   // STARTING: the request stays until the read-back compared it.
   std::optional<UnitRequest> request_;
   UniqueFd pty_stream_;  // our end, attached to the pump at RUNNING
-  // Our end of the resize channel, created with the stream (the unit's end
+  // Our end of the unit channel, created with the stream (the unit's end
   // travels on the stream before StartTransientUnit); dropped with it.
-  std::unique_ptr<ResizeChannel> resize_;
+  std::unique_ptr<UnitChannel> channel_;
   Pending start_call_;
   bool unit_requested_ = false;  // StartTransientUnit was sent
   std::unique_ptr<UnitMonitor> monitor_;

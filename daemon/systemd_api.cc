@@ -102,9 +102,6 @@ class BusSystemdApi final : public SystemdApi {
   absl::StatusOr<Pending> UnrefUnit(const std::string& unit, Done done) override {
     return Simple("UnrefUnit", std::move(done), "s", unit.c_str());
   }
-  absl::StatusOr<Pending> KillUnit(const std::string& unit, int signo, Done done) override {
-    return Simple("KillUnit", std::move(done), "ssi", unit.c_str(), "all", signo);
-  }
 
   absl::StatusOr<Pending> ListSessionUnits(ListDone done) override {
     ASSIGN_OR_RETURN(MessagePtr m, NewManagerCall(bus_, "ListUnitsByPatterns"));

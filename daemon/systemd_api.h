@@ -47,7 +47,6 @@ class SystemdApi {
   virtual absl::StatusOr<Pending> QueryGone(const std::string& unit, GoneDone done) = 0;
   virtual absl::StatusOr<Pending> StopUnit(const std::string& unit, Done done) = 0;
   virtual absl::StatusOr<Pending> UnrefUnit(const std::string& unit, Done done) = 0;
-  virtual absl::StatusOr<Pending> KillUnit(const std::string& unit, int signo, Done done) = 0;
   // ListUnitsByPatterns([], [kSessionUnitPattern]): names only, filtered to
   // IsSessionUnitName.
   virtual absl::StatusOr<Pending> ListSessionUnits(ListDone done) = 0;

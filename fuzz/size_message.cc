@@ -1,9 +1,9 @@
-// Fuzzes the launcher's resizer-side parser of one packet of the resize
-// channel (ParseSizeMessage, common/size_message.h; launcher/main.cc
-// RunResizer calls it with the packet's length). Input: the packet.
-// Invariants: only a 4-byte packet with both dimensions in 1..1000 parses,
-// and it re-encodes to the same bytes; everything else is refused (the
-// resizer exits 124) with the outputs untouched; never a read past `size`.
+// Fuzzes the window-size parser (ParseSizeMessage, common/size_message.h):
+// the RESIZE frame's payload, and the body of a unit channel's 'W' packet
+// (fuzz/channel_message.cc fuzzes the whole packet). Input: the payload.
+// Invariants: only 4 bytes with both dimensions in 1..1000 parse, and they
+// re-encode to the same bytes; everything else is refused with the outputs
+// untouched; never a read past `size`.
 #include <cstdint>
 #include <cstring>
 #include <vector>

@@ -2,18 +2,21 @@
 // last step before the user's command inside the PTY (docs/SECURITY.md).
 // Owns: the unit's stdio (fd 0 = fd 1 = the PTY stream, fd 2 = the approved
 // directory), fd 3, which it deliberately hands down (itself), and fd 4, the
-// unit's end of the session's resize channel, received on the stream and
-// handed down to --exec, which gives it to the resizer and not to the command.
+// unit's end of the session's unit channel, received on the stream and handed
+// down to --exec, whose monitor keeps it and the command never gets it.
 // Invariant: every argument is decoded from its single canonical encoding
 // before anything runs; the command gets exactly the argv the start frame
 // carried, a fixed environment, fds 0..2 on the PTY and nothing else, and it is
 // never interpreted by a shell. The first surprise ends the launcher with a
-// distinct status and a one-line reason on the PTY stream.
+// distinct status, a one-line reason on the PTY stream and, once it holds the
+// channel, the status on the channel ('F').
 //
 // Outer mode:   opencode-pty-launcher aENC... (one canonical argument per argv element)
+// Shell step:   /proc/self/fd/3 -c CMD        (script's "$SHELL -c CMD"; CMD must be the fixed line)
 // Inner mode:   /proc/self/fd/3 --exec        (run by /bin/sh inside script's PTY)
-// Resizer:      a grandchild of --exec that applies window sizes from the
-//               resize channel to the PTY until the command exits.
+// Monitor:      --exec itself after it forked the command: the command's parent,
+//               which applies window sizes and signals from the channel and
+//               reports the command's exec and exit on it, then exits with it.
 
 #include <fcntl.h>
 #include <limits.h>
@@ -41,6 +44,7 @@
 #include "common/launch.h"
 #include "common/limits.h"
 #include "common/scm_rights.h"
+#include "common/channel_message.h"
 #include "common/size_message.h"
 #include "common/unique_fd.h"
 
@@ -50,53 +54,57 @@ using opencode::ErrorCode;
 using opencode::UniqueFd;
 namespace limits = opencode::limits;
 
-// Exit statuses of the launcher's own failures (docs/SECURITY.md). 100..122
-// stay clear of a shell's 126/127 and 128+n, and of systemd's 200..245.
+// The launcher's own failure statuses: common/launch.h (one table with the
+// supervisor, which reports them as `launch_failed` with their names).
 enum Exit : int {
-  kExitNotDirectory = 100,   // fd 2 is not an open directory
-  kExitChdir = 101,          // fchdir(2) failed
-  kExitDupStderr = 102,      // dup2(1, 2) failed
-  kExitArgc = 103,           // no argument, or more than kMaxArgs
-  kExitEncodedTooLong = 104, // the encoded argv is above kMaxEncodedArgvBytes
-  kExitBadPrefix = 105,      // an argument does not start with 'a'
-  kExitBadAlphabet = 106,    // a character outside [A-Za-z0-9_-] (padding too)
-  kExitBadLength = 107,      // encoded length = 1 (mod 4)
-  kExitNonCanonical = 108,   // non-zero trailing bits
-  kExitArgTooLong = 109,     // one decoded argument above kMaxArgBytes
-  kExitArgvTooLong = 110,    // all decoded arguments above kMaxArgvTotalBytes
-  kExitEmptyCommand = 111,   // argv[0] decodes to the empty string
-  kExitNulByte = 112,        // a decoded argument contains NUL (execve cannot carry it)
-  kExitWindowSize = 113,     // COLUMNS/LINES not a decimal in 1..1000 (or missing in --exec)
-  kExitHome = 114,           // HOME is not a bounded absolute path
-  kExitUserName = 115,       // USER or LOGNAME is not a plain user name
-  kExitCloseFds = 116,       // close_range failed
-  kExitSelf = 117,           // /proc/self/exe could not be bound to fd 3
-  kExitExecScript = 118,     // execve(/usr/bin/script) failed
-  kExitNoArgv = 119,         // --exec without OPENCODE_PTY_ARGV
-  kExitNotTty = 120,         // --exec: fd 0, 1 or 2 is not a terminal
-  kExitWinsize = 121,        // --exec: TIOCSWINSZ failed
-  kExitSignals = 122,        // --exec: signal mask/dispositions could not be reset
-  kExitHandoff = 123,        // the supervisor's handoff failed: the stream did not start with
-                             // exactly 'R' + one AF_UNIX SOCK_SEQPACKET descriptor, --exec has
-                             // none on fd 4, or the stream ended (or carried another byte)
-                             // before the supervisor's go
-  kExitBadSizeMessage = 124, // resizer: a message on the channel that is not 4 bytes of sizes 1..1000
-  kExitResizer = 125,        // --exec: the resizer could not be started (pidfd_open, fork, setsid)
-  kExitCannotExecute = 126,  // the command exists but cannot be executed (as a shell)
-  kExitNotFound = 127,       // the command does not exist (as a shell)
+  kExitShellStep = opencode::kLaunchShellStep,
+  kExitNotDirectory = opencode::kLaunchNotDirectory,
+  kExitChdir = opencode::kLaunchChdir,
+  kExitDupStderr = opencode::kLaunchDupStderr,
+  kExitArgc = opencode::kLaunchArgc,
+  kExitEncodedTooLong = opencode::kLaunchEncodedTooLong,
+  kExitBadPrefix = opencode::kLaunchBadPrefix,
+  kExitBadAlphabet = opencode::kLaunchBadAlphabet,
+  kExitBadLength = opencode::kLaunchBadLength,
+  kExitNonCanonical = opencode::kLaunchNonCanonical,
+  kExitArgTooLong = opencode::kLaunchArgTooLong,
+  kExitArgvTooLong = opencode::kLaunchArgvTooLong,
+  kExitEmptyCommand = opencode::kLaunchEmptyCommand,
+  kExitNulByte = opencode::kLaunchNulByte,
+  kExitWindowSize = opencode::kLaunchWindowSize,
+  kExitHome = opencode::kLaunchHome,
+  kExitUserName = opencode::kLaunchUserName,
+  kExitCloseFds = opencode::kLaunchCloseFds,
+  kExitSelf = opencode::kLaunchSelf,
+  kExitExecScript = opencode::kLaunchExecScript,
+  kExitNoArgv = opencode::kLaunchNoArgv,
+  kExitNotTty = opencode::kLaunchNotTty,
+  kExitWinsize = opencode::kLaunchWinsize,
+  kExitSignals = opencode::kLaunchSignals,
+  kExitHandoff = opencode::kLaunchHandoff,
+  kExitMonitor = opencode::kLaunchMonitor,
+  // Not launcher failures: the command's parent reports them as the
+  // command's exit status, as a shell does.
+  kExitCannotExecute = 126,  // the command exists but cannot be executed
+  kExitNotFound = 127,       // the command does not exist
 };
 
 constexpr char kArgvVar[] = "OPENCODE_PTY_ARGV";
 constexpr int kSelfFd = 3;
-// The unit's end of the resize channel, from the outer launcher to --exec.
+// The unit's end of the unit channel, from the outer launcher to --exec.
 constexpr int kChannelFd = 4;
-// In the resizer: the command's pidfd (fd 0 stays the PTY slave, fd 4 the channel).
-constexpr int kPidFd = 3;
 constexpr char kHandoffByte = 'R';
 constexpr char kScript[] = "/usr/bin/script";
-// Inner shell: -i makes it take the terminal's foreground process group, so
-// ^C reaches the command; `exec` replaces it with the launcher on fd 3.
+// Inner shell: -i makes it take the terminal's foreground process group (the
+// monitor then gives the foreground to the command's own group); `exec`
+// replaces it with the launcher on fd 3.
 constexpr char kScriptCommand[] = "/bin/sh -i -c 'exec /proc/self/fd/3 --exec'";
+// script runs "$SHELL -c <its command>" in its child. SHELL = the launcher on
+// fd 3 makes that step this executable (RunShellStep), which runs exactly the
+// fixed line's argv below, so no shell stays between script and the command
+// (a `sh -c` there sat in the foreground group and died of ^C).
+constexpr char kScriptShell[] = "SHELL=/proc/self/fd/3";
+constexpr const char* kShellStepArgv[] = {"/bin/sh", "-i", "-c", "exec /proc/self/fd/3 --exec", nullptr};
 
 // The fixed part of the command's environment. kPath and kPathDirs are the
 // same list: the second is how --exec looks a bare command name up.
@@ -104,9 +112,8 @@ constexpr char kPath[] = "PATH=/usr/local/bin:/usr/bin:/bin";
 constexpr const char* kPathDirs[] = {"/usr/local/bin", "/usr/bin", "/bin"};
 constexpr char kTerm[] = "TERM=xterm-256color";
 constexpr char kLang[] = "LANG=C.UTF-8";
-// script runs "$SHELL -c ..." (and /bin/sh when SHELL is unset), so the
-// user's login shell can never be in script's environment; the command gets
-// the shell that actually runs in the chain.
+// The command's SHELL: the user's login shell never reaches the chain, and
+// the command gets the shell that a POSIX "sh -c" would be.
 constexpr char kShell[] = "SHELL=/bin/sh";
 
 // HOME is a path (PATH_MAX); USER/LOGNAME a login name (LOGIN_NAME_MAX).
@@ -127,8 +134,13 @@ char env_columns[sizeof "COLUMNS=" + 4];
 char env_lines[sizeof "LINES=" + 4];
 const char* envp[16];
 
-// One line on `fd`: "opencode-pty-launcher: <what>\n". Best effort; the exit
-// status is what the supervisor reports.
+// The unit channel once this process holds it (fd 4, checked), else -1: a
+// launcher failure from then on is also told to the supervisor ('F').
+int channel = -1;
+
+// One line on `fd`: "opencode-pty-launcher: <what>\n", and 'F' + status on
+// the channel when there is one. Best effort both: the unit's exit status
+// carries the same number.
 int Report(int fd, int status, const char* what, std::string_view detail = {}) {
   static const char kPrefix[] = "opencode-pty-launcher: ";
   struct iovec iov[4] = {{const_cast<char*>(kPrefix), sizeof kPrefix - 1},
@@ -136,6 +148,11 @@ int Report(int fd, int status, const char* what, std::string_view detail = {}) {
                          {const_cast<char*>(what), strlen(what)},
                          {const_cast<char*>("\n"), 1}};
   (void)!writev(fd, iov, 4);
+  if (channel >= 0 && status != kExitCannotExecute && status != kExitNotFound) {
+    uint8_t m[opencode::kChannelFailedBytes];
+    opencode::EncodeLaunchFailed(uint8_t(status), m);
+    (void)!send(channel, m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
   return status;
 }
 // After dup2(1, 2) (and always in --exec mode) stderr is the PTY side.
@@ -265,9 +282,9 @@ int ReadCarried(bool require_size, Carried* c) {
 // The fixed environment (docs/SECURITY.md lists each value and its source),
 // plus `extra` (the temporary argv value, outer mode only). Outer mode (for
 // script and --exec) carries COLUMNS/LINES, which --exec needs for the start
-// size; the command (inner mode) gets SHELL instead (script must not see it)
-// and no COLUMNS/LINES: they would pin every program that honours them
-// (ncurses, tput) to the start size after a live resize.
+// size, and SHELL = the launcher on fd 3 (the shell step); the command (inner
+// mode) gets SHELL=/bin/sh and no COLUMNS/LINES: they would pin every program
+// that honours them (ncurses, tput) to the start size after a live resize.
 void BuildEnv(const Carried& c, const char* extra, bool for_command) {
   size_t n = 0;
   envp[n++] = kPath;
@@ -279,6 +296,7 @@ void BuildEnv(const Carried& c, const char* extra, bool for_command) {
   if (for_command) {
     envp[n++] = kShell;
   } else {
+    envp[n++] = kScriptShell;
     envp[n++] = env_columns;
     envp[n++] = env_lines;
   }
@@ -286,7 +304,7 @@ void BuildEnv(const Carried& c, const char* extra, bool for_command) {
   envp[n] = nullptr;
 }
 
-// ---- the resize channel ----
+// ---- the unit channel ----
 
 // True if `fd` is an AF_UNIX SOCK_SEQPACKET socket (what the supervisor made).
 bool IsChannel(int fd) {
@@ -305,84 +323,20 @@ bool IsChannel(int fd) {
 // resets the peer's end, and the reason line could be lost). The descriptor
 // goes to fd 4 without FD_CLOEXEC: the one handoff through script and sh to
 // --exec. Reports on fd 1: fd 2 is still the directory here.
-int TakeResizeChannel() {
+int TakeChannel() {
   char byte = 0;
   opencode::RecvFdResult r = opencode::RecvWithFd(STDIN_FILENO, &byte, 1, MSG_DONTWAIT);
   if (r.bytes != 1 || byte != kHandoffByte || r.error != ErrorCode::kOk || !r.fd)
-    return Report(STDOUT_FILENO, kExitHandoff, "the stream did not start with the resize channel handoff");
+    return Report(STDOUT_FILENO, kExitHandoff, "the stream did not start with the unit channel handoff");
   if (!IsChannel(r.fd.get()))
-    return Report(STDOUT_FILENO, kExitHandoff, "the resize channel is not an AF_UNIX SOCK_SEQPACKET socket");
+    return Report(STDOUT_FILENO, kExitHandoff, "the unit channel is not an AF_UNIX SOCK_SEQPACKET socket");
   if (r.fd.get() == kChannelFd) {
     if (fcntl(kChannelFd, F_SETFD, 0) < 0) return Report(STDOUT_FILENO, kExitHandoff, "cannot bind fd 4");
     (void)r.fd.release();  // fd 4 now belongs to the exec'd chain
   } else if (dup2(r.fd.get(), kChannelFd) < 0) {  // a stray on fd 4 would be closed below anyway
     return Report(STDOUT_FILENO, kExitHandoff, "cannot bind fd 4");
   }
-  return 0;
-}
-
-// The resizer's whole life: fd 0 = the PTY slave, kPidFd = the command's
-// pidfd, kChannelFd = the channel; nothing else is open and nothing is
-// allocated. Each 4-byte message becomes TIOCSWINSZ on the slave (the kernel
-// sends SIGWINCH to the foreground process group). Ends when the command
-// exits (pidfd readable), on channel EOF or hang-up, when the terminal is
-// gone, or with kExitBadSizeMessage on anything that is not a size message.
-[[noreturn]] void RunResizer() {
-  for (;;) {
-    struct pollfd p[2] = {{kChannelFd, POLLIN, 0}, {kPidFd, POLLIN, 0}};
-    if (poll(p, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      _exit(0);
-    }
-    if (p[1].revents != 0) _exit(0);  // the command exited
-    if ((p[0].revents & POLLIN) == 0) _exit(0);  // POLLHUP/POLLERR: the supervisor is gone
-    uint8_t msg[limits::kResizePayload + 1];
-    struct iovec iov = {msg, sizeof msg};
-    struct msghdr mh = {};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    ssize_t n = recvmsg(kChannelFd, &mh, MSG_CMSG_CLOEXEC);
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      _exit(0);
-    }
-    if (n == 0) _exit(0);  // EOF: the supervisor closed its end
-    // No control buffer: a descriptor sent to us is discarded by the kernel
-    // and shows as MSG_CTRUNC, which is as malformed as a long packet.
-    if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) _exit(kExitBadSizeMessage);
-    uint16_t cols = 0, rows = 0;
-    if (opencode::ParseSizeMessage(msg, size_t(n), &cols, &rows) != ErrorCode::kOk) _exit(kExitBadSizeMessage);
-    struct winsize ws = {rows, cols, 0, 0};
-    if (ioctl(STDIN_FILENO, TIOCSWINSZ, &ws) < 0) _exit(0);  // the terminal is gone
-  }
-}
-
-// Starts the resizer as a grandchild (fork, setsid, fork; the middle exits
-// and is reaped here) so that the command has no child it did not make and
-// the resizer is in no process group of the terminal (no ^C, no SIGHUP of
-// the terminal's session). It holds the slave, the channel and a pidfd of
-// this process, which is the command after execve.
-int StartResizer() {
-  if (!IsChannel(kChannelFd)) return Fail(kExitHandoff, "fd 4 is not the resize channel");
-  if (fcntl(kChannelFd, F_SETFD, FD_CLOEXEC) < 0) return Fail(kExitHandoff, "cannot mark fd 4 close-on-exec");
-  // pidfds are close-on-exec at birth.
-  UniqueFd pidfd(int(syscall(SYS_pidfd_open, getpid(), 0)));
-  if (!pidfd) return Fail(kExitResizer, "pidfd_open failed");
-  pid_t middle = fork();
-  if (middle < 0) return Fail(kExitResizer, "fork failed");
-  if (middle == 0) {
-    if (setsid() < 0) _exit(kExitResizer);
-    pid_t resizer = fork();
-    if (resizer != 0) _exit(resizer < 0 ? kExitResizer : 0);
-    if (dup2(pidfd.get(), kPidFd) < 0 || close_range(kChannelFd + 1, ~0U, 0) < 0) _exit(kExitResizer);
-    close(STDOUT_FILENO);  // the slave stays open once, on fd 0
-    close(STDERR_FILENO);
-    RunResizer();
-  }
-  int status = 0;
-  while (waitpid(middle, &status, 0) < 0)
-    if (errno != EINTR) return Fail(kExitResizer, "waitpid failed");
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return Fail(kExitResizer, "the resizer did not start");
+  channel = kChannelFd;
   return 0;
 }
 
@@ -409,7 +363,7 @@ int AwaitGo() {
 }
 
 int RunOuter(int argc, char** argv) {
-  if (int r = TakeResizeChannel(); r != 0) return r;
+  if (int r = TakeChannel(); r != 0) return r;
   // fd 2 is the approved directory: it becomes the working directory and then
   // stops being a descriptor of ours. Until dup2 succeeds, report on fd 1.
   struct stat st;
@@ -439,7 +393,7 @@ int RunOuter(int argc, char** argv) {
   env_argv[len] = '\0';
 
   // Nothing systemd (or anyone before it) left open goes further, except
-  // the resize channel on fd 4.
+  // the unit channel on fd 4.
   static_assert(kChannelFd == kSelfFd + 1, "fd 3 is rebound below; only fd 4 is kept");
   if (close(kSelfFd) < 0 && errno != EBADF) return Fail(kExitCloseFds, "close(3) failed");
   if (close_range(kChannelFd + 1, ~0U, 0) < 0) return Fail(kExitCloseFds, "close_range failed");
@@ -466,7 +420,7 @@ int RunOuter(int argc, char** argv) {
   return Fail(kExitExecScript, "cannot execute /usr/bin/script");
 }
 
-// ---- inner mode: script -> sh -> launcher --exec -> command ----
+// ---- inner mode: script -> launcher -c -> sh -i -> launcher --exec -> command ----
 
 // Writes "<name>: <reason>" (err 0: "command not found") with the name's non-printable bytes escaped and
 // cut, so a hostile argv[0] cannot drive the terminal through the message.
@@ -520,7 +474,126 @@ int ExecCommand() {
   return denied ? ExecFailed(kExitCannotExecute, file, EACCES) : ExecFailed(kExitNotFound, file, 0);
 }
 
+// ---- the shell step: script -> "$SHELL -c CMD" ----
+
+// script's child runs $SHELL -c CMD; SHELL is this executable on fd 3. Only
+// the fixed line is accepted, and it runs as the argv a POSIX shell parses
+// from it (kShellStepArgv); no other string is ever interpreted. The
+// environment is script's, which the outer launcher built.
+int RunShellStep(const char* command) {
+  if (IsChannel(kChannelFd)) channel = kChannelFd;  // for the failure report
+  if (strcmp(command, kScriptCommand) != 0) return Fail(kExitShellStep, "the shell step got another command line");
+  execve(kShellStepArgv[0], const_cast<char* const*>(kShellStepArgv), environ);
+  return Fail(kExitShellStep, "cannot execute /bin/sh");
+}
+
+// ---- the monitor: --exec after the fork ----
+
+// Sends one packet to the supervisor. Never blocks: the monitor sends at most
+// two small packets, far below any socket buffer; a failure (the supervisor
+// is gone) leaves the unit's exit status as the only report.
+void Tell(const uint8_t* m, size_t n) { (void)!send(kChannelFd, m, n, MSG_NOSIGNAL | MSG_DONTWAIT); }
+
+// The child: the command's process from fork to execve. Its own process
+// group in the terminal's foreground, so the keyboard's signals (^C, ^\, ^Z)
+// reach its group and never the monitor; SIGTTOU is blocked around tcsetpgrp
+// (from a background group it would stop us) and the mask is empty again
+// before execve. One byte on `report` says why it did not execve; EOF
+// (close-on-exec) says it did.
+[[noreturn]] void RunChild(int report) {
+  channel = -1;  // fd 4 is close-on-exec; the child never speaks on it
+  sigset_t ttou, none;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  sigemptyset(&none);
+  uint8_t status = 0;
+  if (setpgid(0, 0) < 0 || sigprocmask(SIG_BLOCK, &ttou, nullptr) < 0 ||
+      tcsetpgrp(STDIN_FILENO, getpid()) < 0 || sigprocmask(SIG_SETMASK, &none, nullptr) < 0) {
+    status = uint8_t(Fail(kExitMonitor, "cannot give the command the terminal's foreground"));
+  } else {
+    status = uint8_t(ExecCommand());  // returns only when execve failed (126/127), having said why
+  }
+  (void)!write(report, &status, 1);
+  _exit(status);
+}
+
+// Reaps the command and reports how it ended ('X'), unless the child already
+// reported a launcher failure. Exits as a shell would: the command's status,
+// or 128+n for a signal (the unit's view; the channel has the exact one).
+[[noreturn]] void ReapAndExit(pid_t pid, bool report) {
+  siginfo_t si{};
+  while (waitid(P_PID, pid, &si, WEXITED) < 0)
+    if (errno != EINTR) _exit(kExitMonitor);
+  uint8_t m[opencode::kChannelExitedBytes];
+  int status = 0;
+  if (si.si_code == CLD_EXITED) {
+    status = si.si_status & 0xff;
+    opencode::EncodeExited(opencode::ExitHow::kExited, uint8_t(status), m);
+  } else {
+    status = 128 + si.si_status;
+    opencode::EncodeExited(si.si_code == CLD_DUMPED ? opencode::ExitHow::kDumped : opencode::ExitHow::kKilled,
+                           uint8_t(si.si_status), m);
+  }
+  if (report) Tell(m, sizeof m);
+  _exit(status);
+}
+
+// The monitor's whole life after the fork: fd 0 = the terminal (for sizes),
+// fd 4 = the channel, a pidfd of the command; nothing else is open and
+// nothing is allocated. 'W' becomes TIOCSWINSZ on the terminal (the kernel
+// sends SIGWINCH to the foreground group), 'K' a signal to the command's
+// process only. The first malformed packet, EOF or hang-up ends the serving
+// (nothing more is read) but never the watching: the command's end is always
+// reaped and reported. A hang-up of the terminal becomes SIGHUP (and SIGCONT)
+// to the command's process group, as the kernel does for a dying session
+// leader. The monitor cannot outlive the command, and holds no
+// descriptor the command's processes could keep alive: the session ends when
+// the command does.
+[[noreturn]] void RunMonitor(pid_t pid, int pidfd) {
+  bool serve = true, hung_up = false;
+  while (pidfd >= 0) {
+    struct pollfd p[3] = {{pidfd, POLLIN, 0},
+                          {serve ? kChannelFd : -1, POLLIN, 0},
+                          {hung_up ? -1 : STDIN_FILENO, 0, 0}};
+    if (poll(p, 3, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (p[0].revents != 0) break;  // the command exited
+    if (p[2].revents != 0) {
+      // The terminal hung up (script is gone). The kernel would send SIGHUP
+      // to the foreground group when the session leader exits; the session
+      // leader is this process, which stays to report, so it sends it.
+      hung_up = true;
+      (void)kill(-pid, SIGHUP);
+      (void)kill(-pid, SIGCONT);
+    }
+    if (p[1].revents == 0) continue;
+    if ((p[1].revents & POLLIN) == 0) { serve = false; continue; }  // the supervisor is gone
+    uint8_t msg[opencode::kChannelMaxBytes + 1];
+    // A descriptor sent to us is discarded by the kernel and the packet
+    // refused, as malformed as a long packet.
+    bool refused = false;
+    ssize_t n = opencode::RecvPacket(kChannelFd, msg, sizeof msg, MSG_DONTWAIT, &refused);
+    if (n == -EINTR || n == -EAGAIN) continue;
+    opencode::ChannelMessage m;
+    if (n <= 0 || refused || opencode::ParseToUnit(msg, size_t(n), &m) != ErrorCode::kOk) {
+      serve = false;
+      continue;
+    }
+    if (m.kind == opencode::ChannelKind::kWindowSize) {
+      struct winsize ws = {m.rows, m.cols, 0, 0};
+      (void)ioctl(STDIN_FILENO, TIOCSWINSZ, &ws);  // fails only once the terminal is gone
+    } else {
+      // Unreaped, the child's pid cannot name another process.
+      (void)kill(pid, m.signo);
+    }
+  }
+  ReapAndExit(pid, true);
+}
+
 int RunExec() {
+  if (IsChannel(kChannelFd)) channel = kChannelFd;  // for failure reports; checked again below
   const char* joined = getenv(kArgvVar);
   if (joined == nullptr) return Fail(kExitNoArgv, "OPENCODE_PTY_ARGV is missing");
   size_t total = strnlen(joined, limits::kMaxEncodedArgvBytes + 1);
@@ -560,14 +633,50 @@ int RunExec() {
     if (sigaction(sig, &sa, nullptr) < 0) return Fail(kExitSignals, "cannot reset a signal");
   }
 
-  // After the signal reset, so the resizer starts with default dispositions.
-  if (int r = StartResizer(); r != 0) return r;
-
-  // fd 3 (this executable), fd 4 (the channel: the resizer has it) and
-  // anything script or sh left open stay behind.
-  if (close_range(kSelfFd, ~0U, 0) < 0) return Fail(kExitCloseFds, "close_range failed");
+  // The channel stays with the monitor (close-on-exec: the command never has it).
+  if (!IsChannel(kChannelFd)) return Fail(kExitHandoff, "fd 4 is not the unit channel");
+  if (fcntl(kChannelFd, F_SETFD, FD_CLOEXEC) < 0) return Fail(kExitHandoff, "cannot mark fd 4 close-on-exec");
+  // fd 3 (this executable) and anything script or sh left open stay behind.
+  if (close(kSelfFd) < 0 && errno != EBADF) return Fail(kExitCloseFds, "close(3) failed");
+  if (close_range(kChannelFd + 1, ~0U, 0) < 0) return Fail(kExitCloseFds, "close_range failed");
   BuildEnv(carried, nullptr, /*for_command=*/true);
-  return ExecCommand();
+
+  // The command is this process's child, so that its exact wait status is
+  // known here; it execs at once, the monitor's set-up runs beside it.
+  int rp[2];
+  if (pipe2(rp, O_CLOEXEC) < 0) return Fail(kExitMonitor, "pipe failed");
+  UniqueFd report_r(rp[0]), report_w(rp[1]);
+  pid_t pid = fork();
+  if (pid < 0) return Fail(kExitMonitor, "fork failed");
+  if (pid == 0) {
+    report_r.reset();
+    RunChild(report_w.get());
+  }
+  report_w.reset();
+  // The keyboard's signals go to the command's group; the unit's stop
+  // signals (TERM, HUP) must not end the monitor before it reported the
+  // command's end (script's SIGKILL, 2 s after a stop, still can).
+  for (int sig : {SIGINT, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGHUP, SIGTERM, SIGPIPE}) signal(sig, SIG_IGN);
+  // pidfds are close-on-exec at birth; this one names an unreaped child.
+  UniqueFd pidfd(int(syscall(SYS_pidfd_open, pid, 0)));
+  uint8_t why = 0;
+  ssize_t got = 0;
+  while ((got = read(report_r.get(), &why, 1)) < 0 && errno == EINTR) {}
+  report_r.reset();
+  bool failed = got == 1 && why != kExitCannotExecute && why != kExitNotFound;
+  if (got == 0) {
+    uint8_t m[opencode::kChannelExecutedBytes];
+    opencode::EncodeExecuted(pid, m);
+    Tell(m, sizeof m);
+  } else if (failed) {
+    uint8_t m[opencode::kChannelFailedBytes];
+    opencode::EncodeLaunchFailed(why, m);
+    Tell(m, sizeof m);
+  }
+  close(STDOUT_FILENO);  // the terminal stays open once, on fd 0
+  close(STDERR_FILENO);
+  if (failed) ReapAndExit(pid, false);
+  RunMonitor(pid, pidfd.get());
 }
 
 }  // namespace
@@ -575,5 +684,7 @@ int RunExec() {
 int main(int argc, char** argv) {
   // "--exec" can never be an outer argument: every outer argument starts with 'a'.
   if (argc == 2 && strcmp(argv[1], "--exec") == 0) return RunExec();
+  // Nor "-c": script's "$SHELL -c CMD" with SHELL = this executable on fd 3.
+  if (argc == 3 && strcmp(argv[1], "-c") == 0) return RunShellStep(argv[2]);
   return RunOuter(argc, argv);
 }

@@ -194,12 +194,6 @@ class FakeSystemd final : public SystemdApi {
     c->done = std::move(done);
     return Handle(c);
   }
-  absl::StatusOr<Pending> KillUnit(const std::string& unit, int signo, Done done) override {
-    auto c = Record("KillUnit", unit);
-    c->signo = signo;
-    c->done = std::move(done);
-    return Handle(c);
-  }
   absl::StatusOr<Pending> ListSessionUnits(ListDone done) override {
     auto c = Record("ListSessionUnits", "");
     c->list = std::move(done);

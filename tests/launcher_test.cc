@@ -35,6 +35,7 @@
 #include "common/launch.h"
 #include "common/limits.h"
 #include "common/scm_rights.h"
+#include "common/channel_message.h"
 #include "common/size_message.h"
 #include "common/unique_fd.h"
 
@@ -91,6 +92,8 @@ struct LaunchOptions {
   // Called with the output so far after each read of the stream, and the
   // supervisor's end of the resize channel (live resize tests).
   std::function<void(const std::string& output, int channel)> on_output{};
+  // The same, with our end of the PTY stream to type on.
+  std::function<void(const std::string& output, int channel, int stream)> on_stream{};
   std::vector<std::string> env{};      // empty: LauncherTest::SystemdEnv()
   int fd2 = -1;                        // fd 2: -1 the work directory, -2 closed, else this fd
   std::vector<int> strays{};           // leaked copies of the stream/directory at these fds
@@ -212,6 +215,7 @@ class LauncherTest : public ::testing::Test {
       if (n <= 0) break;
       out.output.append(buf, size_t(n));
       if (opt.on_output) opt.on_output(out.output, out.channel.get());
+      if (opt.on_stream) opt.on_stream(out.output, out.channel.get(), mine.get());
     }
     if (out.timed_out) kill(pid, SIGKILL);
     while (waitpid(pid, &out.status, 0) < 0 && errno == EINTR) {}
@@ -877,7 +881,7 @@ TEST_F(LauncherTest, ExecChainIsExactlyScriptShLauncherCommand) {
   Outcome o = Run(encoded, {.wrapper = {"/usr/bin/strace", "-f", "-qq", "-xx", "-v", "-s", "1000000", "-e", "trace=execve", "-o", log}});
   EXPECT_EQ(o.code(), 0) << o.output;
   std::vector<Exec> execs = ExecsFromStrace(log);
-  ASSERT_EQ(execs.size(), 6u) << "launcher, script, sh -c, sh -i, launcher --exec, command";
+  ASSERT_EQ(execs.size(), 6u) << "launcher, script, launcher -c (script's $SHELL), sh -i, launcher --exec, command";
   EXPECT_EQ(execs[0].path, LAUNCHER_PATH);
 
   std::string joined;
@@ -885,15 +889,17 @@ TEST_F(LauncherTest, ExecChainIsExactlyScriptShLauncherCommand) {
   EXPECT_EQ(execs[1].path, "/usr/bin/script");
   EXPECT_EQ(execs[1].argv, (std::vector<std::string>{"script", "-q", "-e", "-f", "-c",
                                                      "/bin/sh -i -c 'exec /proc/self/fd/3 --exec'", "/dev/null"}));
-  // No SHELL: script would run "$SHELL -c" (the user's login shell) instead of /bin/sh.
+  // SHELL is the launcher on fd 3: script runs "$SHELL -c" with it, never the
+  // user's login shell and never a `sh -c` that would stay in the chain.
   EXPECT_EQ(execs[1].env, (std::vector<std::string>{"COLUMNS=120", "HOME=/nonexistent", "LANG=C.UTF-8", "LINES=40",
                                                     "LOGNAME=nobody", "OPENCODE_PTY_ARGV=" + joined,
-                                                    "PATH=/usr/local/bin:/usr/bin:/bin", "TERM=xterm-256color",
-                                                    "USER=nobody"}));
-  EXPECT_EQ(execs[2].path, "/bin/sh");
-  EXPECT_EQ(execs[2].argv, (std::vector<std::string>{"sh", "-c", "/bin/sh -i -c 'exec /proc/self/fd/3 --exec'"}));
+                                                    "PATH=/usr/local/bin:/usr/bin:/bin", "SHELL=/proc/self/fd/3",
+                                                    "TERM=xterm-256color", "USER=nobody"}));
+  EXPECT_EQ(execs[2].path, "/proc/self/fd/3");
+  EXPECT_EQ(execs[2].argv, (std::vector<std::string>{"3", "-c", "/bin/sh -i -c 'exec /proc/self/fd/3 --exec'"}));
   EXPECT_EQ(execs[3].path, "/bin/sh");
   EXPECT_EQ(execs[3].argv, (std::vector<std::string>{"/bin/sh", "-i", "-c", "exec /proc/self/fd/3 --exec"}));
+  EXPECT_EQ(execs[3].env, execs[1].env);  // the shell step passes script's environment on unchanged
   EXPECT_EQ(execs[4].path, "/proc/self/fd/3");
   EXPECT_EQ(execs[4].argv, (std::vector<std::string>{"/proc/self/fd/3", "--exec"}));
   EXPECT_EQ(execs[5].path, PROBE_PATH);
@@ -938,7 +944,7 @@ TEST_P(LauncherRejectsHandoff, BeforeAnythingRuns) {
   Outcome o = Run(TouchMarker(), {.handoff = GetParam().kind});
   EXPECT_EQ(o.code(), kHandoff) << o.output;
   EXPECT_NE(o.output.find("opencode-pty-launcher: "), std::string::npos) << o.output;
-  EXPECT_NE(o.output.find("resize channel"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("unit channel"), std::string::npos) << o.output;
   EXPECT_FALSE(Exists("marker"));
 }
 
@@ -957,7 +963,7 @@ TEST_F(LauncherTest, ExecModeWithoutTheChannelRefuses) {
                       Enc(dir_ + "/marker") + "' exec " + LAUNCHER_PATH + " --exec";
   Outcome o = Run(Encode({"/bin/sh", "-c", inner}));
   EXPECT_EQ(o.code(), kHandoff) << o.output;
-  EXPECT_NE(o.output.find("fd 4 is not the resize channel"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("fd 4 is not the unit channel"), std::string::npos) << o.output;
   EXPECT_FALSE(Exists("marker"));
 }
 
@@ -972,9 +978,9 @@ TEST_F(LauncherTest, LiveResizeReachesTheCommandInOrder) {
   size_t next = 0;
   auto step = [&](const std::string& out, int channel) {
     if (next < steps.size() && out.find(steps[next].seen) != std::string::npos) {
-      uint8_t m[limits::kResizePayload];
-      opencode::EncodeSizeMessage(steps[next].cols, steps[next].rows, m);
-      EXPECT_EQ(send(channel, m, sizeof m, MSG_NOSIGNAL), 4);
+      uint8_t m[opencode::kChannelSizeBytes];
+      opencode::EncodeWindowSize(steps[next].cols, steps[next].rows, m);
+      EXPECT_EQ(send(channel, m, sizeof m, MSG_NOSIGNAL), 5);
       ++next;
     }
   };
@@ -1014,10 +1020,10 @@ TEST_F(LauncherTest, MalformedSizeMessageEndsOnlyTheResizer) {
   bool sent = false;
   auto step = [&](const std::string& out, int channel) {
     if (!sent && out.find("ready") != std::string::npos) {
-      EXPECT_EQ(send(channel, "\x00\x50\x00", 3, MSG_NOSIGNAL), 3);
-      uint8_t m[limits::kResizePayload];
-      opencode::EncodeSizeMessage(100, 30, m);
-      EXPECT_EQ(send(channel, m, sizeof m, MSG_NOSIGNAL), 4);
+      EXPECT_EQ(send(channel, "W\x00\x50\x00", 4, MSG_NOSIGNAL), 4);
+      uint8_t m[opencode::kChannelSizeBytes];
+      opencode::EncodeWindowSize(100, 30, m);
+      EXPECT_EQ(send(channel, m, sizeof m, MSG_NOSIGNAL), 5);
       sent = true;
     }
   };
@@ -1033,15 +1039,241 @@ TEST_F(LauncherTest, ValidSizeMessageIsApplied) {
   bool sent = false;
   auto step = [&](const std::string& out, int channel) {
     if (!sent && out.find("ready") != std::string::npos) {
-      uint8_t m[limits::kResizePayload];
-      opencode::EncodeSizeMessage(100, 30, m);
-      EXPECT_EQ(send(channel, m, sizeof m, MSG_NOSIGNAL), 4);
+      uint8_t m[opencode::kChannelSizeBytes];
+      opencode::EncodeWindowSize(100, 30, m);
+      EXPECT_EQ(send(channel, m, sizeof m, MSG_NOSIGNAL), 5);
       sent = true;
     }
   };
   Outcome o = Run(Encode({"/bin/sh", "-c", "echo ready; sleep 2; stty size"}), {.on_output = step});
   EXPECT_EQ(o.code(), 0) << o.output;
   EXPECT_NE(o.output.find("30 100"), std::string::npos) << o.output;
+}
+
+}  // namespace
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// The monitor (issue #20, docs/SECURITY.md "The unit channel"): the command
+// is --exec's child; signals from the channel reach the command's process
+// only; its exec and its exact end come back on the channel.
+
+// Every packet the unit sent on the channel, in order (the launcher is gone:
+// they are all in the socket).
+std::vector<opencode::ChannelMessage> FromUnit(int channel, std::string* bad = nullptr) {
+  std::vector<opencode::ChannelMessage> out;
+  for (;;) {
+    uint8_t b[opencode::kChannelMaxBytes + 1];
+    ssize_t n = recv(channel, b, sizeof b, MSG_DONTWAIT);
+    if (n <= 0) break;
+    opencode::ChannelMessage m;
+    if (opencode::ParseFromUnit(b, size_t(n), &m) != opencode::ErrorCode::kOk) {
+      if (bad != nullptr) *bad += "malformed packet of " + std::to_string(n) + " bytes; ";
+      continue;
+    }
+    out.push_back(m);
+  }
+  return out;
+}
+
+std::string Describe(const std::vector<opencode::ChannelMessage>& ms) {
+  std::string s;
+  for (const auto& m : ms) {
+    s += char(m.kind);
+    if (m.kind == opencode::ChannelKind::kExecuted) s += "(pid " + std::to_string(m.pid) + ")";
+    if (m.kind == opencode::ChannelKind::kExited)
+      s += "(" + std::string(1, char(m.how)) + " " + std::to_string(m.how == opencode::ExitHow::kExited ? m.status : m.signo) + ")";
+    if (m.kind == opencode::ChannelKind::kLaunchFailed) s += "(" + std::to_string(m.status) + ")";
+    s += " ";
+  }
+  return s;
+}
+
+void SendSignal(int channel, int signo) {
+  uint8_t m[opencode::kChannelSignalBytes];
+  opencode::EncodeSignal(uint8_t(signo), m);
+  EXPECT_EQ(send(channel, m, sizeof m, MSG_NOSIGNAL), ssize_t(sizeof m));
+}
+
+// Exit statuses: E(pid) then X(exited, n), exactly two packets.
+TEST_F(LauncherTest, TheMonitorReportsTheExecAndTheExactExit) {
+  for (int code : {0, 3, 130, 255}) {
+    Outcome o = Run(Encode({"/bin/sh", "-c", "exit " + std::to_string(code)}));
+    EXPECT_EQ(o.code(), code) << o.output;
+    auto ms = FromUnit(o.channel.get());
+    ASSERT_EQ(ms.size(), 2u) << Describe(ms);
+    EXPECT_EQ(ms[0].kind, opencode::ChannelKind::kExecuted);
+    EXPECT_GT(ms[0].pid, 1);
+    EXPECT_EQ(ms[1].kind, opencode::ChannelKind::kExited);
+    EXPECT_EQ(ms[1].how, opencode::ExitHow::kExited);
+    EXPECT_EQ(ms[1].status, code);
+  }
+}
+
+// A command killed by a signal it raised itself: the signal, exactly (the
+// unit's status is 128+n, which a command could also exit with).
+TEST_F(LauncherTest, DeathBySignalIsReportedAsTheSignal) {
+  for (int sig : {SIGHUP, SIGINT, SIGKILL, SIGTERM, SIGSEGV}) {
+    Outcome o = Run(Encode({"/bin/sh", "-c", "kill -" + std::to_string(sig) + " $$; sleep 5"}));
+    EXPECT_EQ(o.code(), 128 + sig) << o.output;
+    auto ms = FromUnit(o.channel.get());
+    ASSERT_EQ(ms.size(), 2u) << Describe(ms);
+    EXPECT_EQ(ms[1].kind, opencode::ChannelKind::kExited);
+    EXPECT_NE(ms[1].how, opencode::ExitHow::kExited) << Describe(ms);
+    EXPECT_EQ(ms[1].signo, sig) << Describe(ms);
+  }
+}
+
+// The reported pid is the command's: what `$$` prints.
+TEST_F(LauncherTest, TheReportedPidIsTheCommands) {
+  Outcome o = Run(Encode({"/bin/sh", "-c", "echo pid=$$"}));
+  EXPECT_EQ(o.code(), 0) << o.output;
+  auto ms = FromUnit(o.channel.get());
+  ASSERT_FALSE(ms.empty());
+  ASSERT_EQ(ms[0].kind, opencode::ChannelKind::kExecuted);
+  EXPECT_NE(o.output.find("pid=" + std::to_string(ms[0].pid) + "\r\n"), std::string::npos) << o.output;
+}
+
+// 'K' signals the command's process only: a trapped USR1 runs the trap and
+// the command goes on; TERM then ends it, reported as TERM. Before the
+// monitor, a signal went to script too, which ended the session.
+TEST_F(LauncherTest, ASignalFromTheChannelReachesTheCommandOnly) {
+  int step = 0;
+  auto on = [&](const std::string& out, int channel) {
+    if (step == 0 && out.find("ready") != std::string::npos) { SendSignal(channel, SIGUSR1); step = 1; }
+    if (step == 1 && out.find("got-usr1") != std::string::npos) { SendSignal(channel, SIGTERM); step = 2; }
+  };
+  Outcome o = Run(Encode({"/bin/sh", "-c", "trap 'echo got-usr1' USR1; echo ready; while :; do sleep 0.05; done"}),
+                  {.on_output = on});
+  EXPECT_EQ(step, 2) << o.output;
+  EXPECT_EQ(o.output.find("Session terminated"), std::string::npos) << o.output;
+  auto ms = FromUnit(o.channel.get());
+  ASSERT_EQ(ms.size(), 2u) << Describe(ms);
+  EXPECT_EQ(ms[1].how, opencode::ExitHow::kKilled) << Describe(ms);
+  EXPECT_EQ(ms[1].signo, SIGTERM) << Describe(ms);
+}
+
+// An interactive shell ignores SIGINT, as under node-pty: the session goes on
+// and the shell's own exit status is reported. Before the monitor the signal
+// also reached script, which ended the session (exit 0).
+TEST_F(LauncherTest, SigintToAnInteractiveShellDoesNotEndTheSession) {
+  int step = 0;
+  auto on = [&](const std::string& out, int channel, int stream) {
+    if (step == 0 && out.find("$ ") != std::string::npos) {
+      SendSignal(channel, SIGINT);
+      usleep(300 * 1000);  // the signal is delivered before the line below is typed
+      EXPECT_EQ(send(stream, "echo alive; exit 4\n", 19, MSG_NOSIGNAL), 19);
+      step = 1;
+    }
+  };
+  Outcome o = Run(Encode({"/bin/sh", "-i"}), {.on_stream = on});
+  EXPECT_EQ(step, 1) << o.output;
+  EXPECT_EQ(o.code(), 4) << o.output;
+  EXPECT_NE(o.output.find("alive"), std::string::npos) << o.output;
+  auto ms = FromUnit(o.channel.get());
+  ASSERT_EQ(ms.size(), 2u) << Describe(ms);
+  EXPECT_EQ(ms[1].how, opencode::ExitHow::kExited);
+  EXPECT_EQ(ms[1].status, 4);
+}
+
+// ^C typed on the terminal reaches the command's process group only: the
+// command catches it and exits 3, and 3 is what is reported. With a `sh -c`
+// between script and the command, that sh was in the foreground group and
+// died of it: the unit said 130.
+TEST_F(LauncherTest, KeyboardInterruptReachesTheCommandOnly) {
+  bool typed = false;
+  auto on = [&](const std::string& out, int, int stream) {
+    if (!typed && out.find("ready") != std::string::npos) {
+      EXPECT_EQ(send(stream, "\x03", 1, MSG_NOSIGNAL), 1);
+      typed = true;
+    }
+  };
+  Outcome o = Run(Encode({"/bin/sh", "-c", "trap 'echo caught; exit 3' INT; echo ready; while :; do sleep 0.05; done"}),
+                  {.on_stream = on});
+  EXPECT_TRUE(typed) << o.output;
+  EXPECT_NE(o.output.find("caught"), std::string::npos) << o.output;
+  EXPECT_EQ(o.code(), 3) << o.output;
+  auto ms = FromUnit(o.channel.get());
+  ASSERT_EQ(ms.size(), 2u) << Describe(ms);
+  EXPECT_EQ(ms[1].how, opencode::ExitHow::kExited);
+  EXPECT_EQ(ms[1].status, 3);
+}
+
+// ^Z stops the command only; CONT from the channel resumes it.
+TEST_F(LauncherTest, KeyboardStopStopsTheCommandOnlyAndContResumesIt) {
+  int step = 0;
+  auto on = [&](const std::string& out, int channel, int stream) {
+    if (step == 0 && out.find("tick") != std::string::npos) {
+      EXPECT_EQ(send(stream, "\x1a", 1, MSG_NOSIGNAL), 1);
+      usleep(500 * 1000);
+      SendSignal(channel, SIGCONT);
+      EXPECT_EQ(send(stream, "done\n", 5, MSG_NOSIGNAL), 5);
+      step = 1;
+    }
+  };
+  Outcome o = Run(Encode({"/bin/sh", "-c", "echo tick; read l; echo got:$l; exit 6"}), {.on_stream = on});
+  EXPECT_EQ(step, 1) << o.output;
+  EXPECT_EQ(o.code(), 6) << o.output;
+  EXPECT_NE(o.output.find("got:done"), std::string::npos) << o.output;
+}
+
+// A launcher failure is told on the channel ('F' + status) and nothing ran:
+// no 'E', no 'X'.
+TEST_F(LauncherTest, ALauncherFailureIsReportedOnTheChannel) {
+  Outcome o = Run({"a!!"});
+  EXPECT_EQ(o.code(), kBadAlphabet) << o.output;
+  auto ms = FromUnit(o.channel.get());
+  ASSERT_EQ(ms.size(), 1u) << Describe(ms);
+  EXPECT_EQ(ms[0].kind, opencode::ChannelKind::kLaunchFailed);
+  EXPECT_EQ(ms[0].status, kBadAlphabet);
+  EXPECT_EQ(opencode::LaunchFailureName(ms[0].status), "bad_alphabet");
+}
+
+// A command that cannot be found is the command's exit (127, as a shell
+// says), not a launcher failure: no 'E' (it never ran), then 'X' 127.
+TEST_F(LauncherTest, CommandNotFoundIsAnExactExitNotALaunchFailure) {
+  Outcome o = Run(Encode({"opencode-no-such-command"}));
+  EXPECT_EQ(o.code(), kNotFound) << o.output;
+  auto ms = FromUnit(o.channel.get());
+  ASSERT_EQ(ms.size(), 1u) << Describe(ms);
+  EXPECT_EQ(ms[0].kind, opencode::ChannelKind::kExited);
+  EXPECT_EQ(ms[0].how, opencode::ExitHow::kExited);
+  EXPECT_EQ(ms[0].status, kNotFound);
+}
+
+// The shell step runs only the fixed line: anything else is refused
+// (status 99) before a shell runs.
+TEST_F(LauncherTest, TheShellStepRefusesAnyOtherCommandLine) {
+  std::string inner = "exec " + std::string(LAUNCHER_PATH) + " -c 'touch " + dir_ + "/marker'";
+  Outcome o = Run(Encode({"/bin/sh", "-c", inner}));
+  EXPECT_EQ(o.code(), opencode::kLaunchShellStep) << o.output;
+  EXPECT_NE(o.output.find("the shell step got another command line"), std::string::npos) << o.output;
+  EXPECT_FALSE(Exists("marker"));
+}
+
+// script dies (the master side closes): the command's group gets SIGHUP, as
+// when a terminal's session leader exits, and the monitor reports its end.
+// The monitor ignores SIGHUP itself (the unit's stop sends one), so without
+// this the command would run on with nobody to hang it up.
+TEST_F(LauncherTest, WhenTheTerminalHangsUpTheCommandGetsSighup) {
+  std::string marker = dir_ + "/hup";
+  Outcome o = Run(Encode({"/bin/sh", "-c",
+                          "trap 'touch " + marker + "; exit 0' HUP; echo ready; "
+                          "kill -KILL $(cut -d' ' -f4 /proc/$PPID/stat); while :; do sleep 0.05; done"}));
+  EXPECT_EQ(WTERMSIG(o.status), SIGKILL) << o.output;  // script was killed
+  for (int i = 0; i < 100 && !Exists("hup"); ++i) usleep(50 * 1000);
+  EXPECT_TRUE(Exists("hup")) << o.output;
+  struct pollfd p = {o.channel.get(), POLLIN, 0};
+  for (int i = 0; i < 100; ++i) {  // the monitor reports, then exits: the channel hangs up
+    ASSERT_EQ(poll(&p, 1, 5000), 1);
+    if (p.revents & POLLHUP) break;
+    usleep(50 * 1000);
+  }
+  auto ms = FromUnit(o.channel.get());
+  ASSERT_EQ(ms.size(), 2u) << Describe(ms);
+  EXPECT_EQ(ms[1].how, opencode::ExitHow::kExited);
+  EXPECT_EQ(ms[1].status, 0);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "common/base64url.h"
+#include "common/channel_message.h"
 
 #include "common/envelope.h"
 #include "common/launch.h"
@@ -174,11 +175,33 @@ struct SessionTest : ::testing::Test {
     uint8_t m[8];
     ssize_t n;
     while ((n = recv(resize_peer.get(), m, sizeof m, MSG_DONTWAIT)) > 0) {
-      EXPECT_EQ(n, 4);
-      sizes.emplace_back((m[0] << 8) | m[1], (m[2] << 8) | m[3]);
+      ChannelMessage msg;
+      EXPECT_EQ(ParseToUnit(m, size_t(n), &msg), ErrorCode::kOk);
+      if (msg.kind == ChannelKind::kWindowSize) sizes.emplace_back(msg.cols, msg.rows);
     }
     return sizes;
   }
+  // What the launcher's monitor says on the channel.
+  void FromUnit(const std::string& packet) {
+    ASSERT_EQ(send(resize_peer.get(), packet.data(), packet.size(), MSG_NOSIGNAL), ssize_t(packet.size()));
+  }
+  void SendSignalFrame(uint8_t signo) {
+    std::string f;
+    AppendFrame(FrameType::kSignal, std::string_view(reinterpret_cast<const char*>(&signo), 1), &f);
+    ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  }
+  // The unit ends (its processes closed the stream) and is reaped; returns
+  // the terminal envelope.
+  Envelope FinishUnit(int unit, int32_t code, int32_t status, const char* result) {
+    close(unit);
+    for (auto& c : systemd.calls()) c->stream_fd = -1;
+    EXPECT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
+    EXPECT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), code, status, result)));
+    CompleteReap();
+    EXPECT_TRUE(ReadUntilEof());
+    return Terminal();
+  }
+  bool IsNull(Envelope& e, const char* key) { return std::holds_alternative<std::nullptr_t>(e.fields[key]); }
   void SendResize(int cols, int rows) {
     std::string f;
     uint8_t p[4] = {uint8_t(cols >> 8), uint8_t(cols), uint8_t(rows >> 8), uint8_t(rows)};
@@ -249,33 +272,167 @@ TEST_F(SessionTest, HappyPathStartedOutputInputExitAfterProof) {
   ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
 }
 
-TEST_F(SessionTest, KilledMainProcessReportsTheSignal) {
+// A SIGNAL goes to the command's parent in the unit as 'K' (never KillUnit:
+// that signalled script too); the exit is the command's, from the monitor.
+TEST_F(SessionTest, ASignalGoesToTheMonitorAndTheExitIsTheCommands) {
   reader.fd = client.get();
   int unit = ToRunning();
-  std::string f;
-  AppendFrame(FrameType::kSignal, std::string_view("\x09", 1), &f);
-  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
-  ASSERT_TRUE(Wait([&] { return systemd.Pending_("KillUnit") != nullptr; }));
-  EXPECT_EQ(systemd.Pending_("KillUnit")->signo, 9);
-  systemd.Answer("KillUnit", absl::OkStatus());
+  FromUnit(std::string("E\x00\x00\x10\x01", 5));
   ASSERT_TRUE(Wait([&] {
     reader.Drain();
     return reader.events.size() == 2;
   }));
+  Envelope started;
+  ASSERT_EQ(ParseEnvelope(reader.events[1], &started), ErrorCode::kOk);
+  EXPECT_EQ(Code(started), "command_started");
+  EXPECT_EQ(std::get<int64_t>(started.fields["pid"]), 0x1001);
+  SendSignalFrame(9);
+  ASSERT_TRUE(Wait([&] {
+    reader.Drain();
+    return reader.events.size() == 3;
+  }));
+  uint8_t m[8];
+  ASSERT_EQ(recv(resize_peer.get(), m, sizeof m, MSG_DONTWAIT), 2);
+  EXPECT_EQ(m[0], 'K');
+  EXPECT_EQ(m[1], 9);
+  EXPECT_EQ(systemd.Count("KillUnit"), 0u);
   Envelope notice;
-  ASSERT_EQ(ParseEnvelope(reader.events[1], &notice), ErrorCode::kOk);
+  ASSERT_EQ(ParseEnvelope(reader.events[2], &notice), ErrorCode::kOk);
   EXPECT_EQ(Code(notice), "signal_sent");
   EXPECT_EQ(std::get<std::string>(notice.fields["signal"]), "KILL");
-  close(unit);
-  for (auto& c : systemd.calls()) c->stream_fd = -1;
-  ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
-  ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), CLD_KILLED, SIGKILL, "signal")));
-  CompleteReap();
-  ASSERT_TRUE(ReadUntilEof());
-  Envelope exit = Terminal();
+  FromUnit(std::string("Xk\x09", 3));
+  // script -e says 128+9 of its child (the monitor exits so after reporting).
+  Envelope exit = FinishUnit(unit, CLD_EXITED, 137, "exit-code");
   EXPECT_EQ(exit.type, "exit");
-  EXPECT_TRUE(std::holds_alternative<std::nullptr_t>(exit.fields["code"]));
+  EXPECT_TRUE(IsNull(exit, "code"));
   EXPECT_EQ(std::get<std::string>(exit.fields["signal"]), "KILL");
+  EXPECT_TRUE(std::get<bool>(exit.fields["exact"]));
+}
+
+// The exact report wins over the unit's view in both directions.
+TEST_F(SessionTest, TheMonitorsReportIsTheExit) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  FromUnit(std::string("E\x00\x00\x10\x01", 5));
+  FromUnit(std::string("Xx\x03", 3));
+  Envelope exit = FinishUnit(unit, CLD_EXITED, 3, "exit-code");
+  EXPECT_EQ(Code(exit), "3");
+  EXPECT_TRUE(IsNull(exit, "signal"));
+  EXPECT_TRUE(std::get<bool>(exit.fields["exact"]));
+}
+
+TEST_F(SessionTest, ACoreDumpIsTheSignalNotCode139) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  FromUnit(std::string("E\x00\x00\x10\x01", 5));
+  FromUnit(std::string("Xc\x0b", 3));
+  Envelope exit = FinishUnit(unit, CLD_EXITED, 139, "exit-code");
+  EXPECT_TRUE(IsNull(exit, "code"));
+  EXPECT_EQ(std::get<std::string>(exit.fields["signal"]), "SEGV");
+}
+
+// The monitor is gone (the command ended): the signal has nowhere to go.
+TEST_F(SessionTest, ASignalAfterTheMonitorIsGoneIsSignalFailed) {
+  reader.fd = client.get();
+  ToRunning();
+  resize_peer.reset();
+  SendSignalFrame(15);
+  ASSERT_TRUE(Wait([&] {
+    reader.Drain();
+    return reader.events.size() == 2;
+  }, 2000));
+  Envelope notice;
+  ASSERT_EQ(ParseEnvelope(reader.events[1], &notice), ErrorCode::kOk);
+  EXPECT_EQ(notice.type, "notice");
+  EXPECT_EQ(Code(notice), "signal_failed");
+  EXPECT_EQ(std::get<std::string>(notice.fields["signal"]), "TERM");
+  EXPECT_EQ(session->state(), Session::State::kRunning) << "the session goes on";
+}
+
+// 'F': the launcher refused; the client gets launch_failed with the name.
+TEST_F(SessionTest, ALauncherFailureIsLaunchFailedNotAnExit) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  FromUnit(std::string("F\x69", 2));  // 105
+  Envelope e = FinishUnit(unit, CLD_EXITED, 105, "exit-code");
+  EXPECT_EQ(e.type, "error");
+  EXPECT_EQ(Code(e), "launch_failed");
+  EXPECT_EQ(std::get<std::string>(e.fields["reason"]), "bad_prefix");
+  EXPECT_EQ(std::get<int64_t>(e.fields["status"]), 105);
+}
+
+// No report and a launcher status (the launcher failed before it held the
+// channel): launch_failed too. The same number after the command ran is the
+// command's (see the next test).
+TEST_F(SessionTest, AnUnreportedLauncherStatusBeforeTheExecIsLaunchFailed) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  Envelope e = FinishUnit(unit, CLD_EXITED, 123, "exit-code");
+  EXPECT_EQ(Code(e), "launch_failed");
+  EXPECT_EQ(std::get<std::string>(e.fields["reason"]), "handoff");
+}
+
+TEST_F(SessionTest, ACommandExitingWithALauncherNumberIsItsExit) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  FromUnit(std::string("E\x00\x00\x10\x01", 5));
+  FromUnit(std::string("Xx\x69", 3));
+  Envelope e = FinishUnit(unit, CLD_EXITED, 105, "exit-code");
+  EXPECT_EQ(e.type, "exit");
+  EXPECT_EQ(Code(e), "105");
+}
+
+// No report after a STOP (script killed the monitor 2 s after the TERM and
+// exited 0): never code 0 / a success; exact is false.
+TEST_F(SessionTest, NoReportAfterAStopIsNeverCodeZero) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  FromUnit(std::string("E\x00\x00\x10\x01", 5));
+  std::string f;
+  AppendFrame(FrameType::kStop, std::string_view(), &f);
+  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
+  systemd.Answer("StopUnit", absl::OkStatus());
+  Envelope e = FinishUnit(unit, CLD_EXITED, 0, "timeout");
+  EXPECT_EQ(e.type, "exit");
+  EXPECT_TRUE(IsNull(e, "code"));
+  EXPECT_EQ(std::get<std::string>(e.fields["signal"]), "KILL");
+  EXPECT_FALSE(std::get<bool>(e.fields["exact"]));
+}
+
+// No report, and script says its child died of signal n (128+n): the signal.
+TEST_F(SessionTest, NoReportAndScriptsOneTwentyEightPlusNIsTheSignal) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  FromUnit(std::string("E\x00\x00\x10\x01", 5));
+  Envelope e = FinishUnit(unit, CLD_EXITED, 128 + 9, "exit-code");
+  EXPECT_TRUE(IsNull(e, "code"));
+  EXPECT_EQ(std::get<std::string>(e.fields["signal"]), "KILL");
+  EXPECT_FALSE(std::get<bool>(e.fields["exact"]));
+}
+
+// The unit's word is parsed strictly: a malformed packet stops the reading,
+// and an exit report behind it is not believed.
+TEST_F(SessionTest, APacketFromTheUnitThatDoesNotParseStopsTheReading) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  FromUnit(std::string("Xx\x03\x00", 4));  // one byte too long
+  FromUnit(std::string("Xx\x05", 3));
+  Envelope e = FinishUnit(unit, CLD_EXITED, 7, "exit-code");
+  EXPECT_EQ(Code(e), "7");
+  EXPECT_FALSE(std::get<bool>(e.fields["exact"]));
+}
+
+// A repeated exec report is refused like a malformed one (each kind once).
+TEST_F(SessionTest, ARepeatedReportStopsTheReading) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  FromUnit(std::string("E\x00\x00\x10\x01", 5));
+  FromUnit(std::string("E\x00\x00\x10\x02", 5));
+  FromUnit(std::string("Xx\x05", 3));
+  Envelope e = FinishUnit(unit, CLD_EXITED, 7, "exit-code");
+  EXPECT_EQ(Code(e), "7");
+  EXPECT_FALSE(std::get<bool>(e.fields["exact"]));
 }
 
 TEST_F(SessionTest, StopRequestStopsTheUnit) {
@@ -295,26 +452,6 @@ TEST_F(SessionTest, StopRequestStopsTheUnit) {
 }
 
 // ---- errors that used to vanish (issue #21 point 6)
-
-TEST_F(SessionTest, FailedKillUnitSendsSignalFailed) {
-  reader.fd = client.get();
-  ToRunning();
-  std::string f;
-  AppendFrame(FrameType::kSignal, std::string_view("\x0f", 1), &f);
-  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
-  ASSERT_TRUE(Wait([&] { return systemd.Pending_("KillUnit") != nullptr; }));
-  systemd.Answer("KillUnit", absl::UnavailableError("org.freedesktop.DBus.Error.NoReply: timeout"));
-  ASSERT_TRUE(Wait([&] {
-    reader.Drain();
-    return reader.events.size() == 2;
-  }, 2000));
-  Envelope notice;
-  ASSERT_EQ(ParseEnvelope(reader.events[1], &notice), ErrorCode::kOk);
-  EXPECT_EQ(notice.type, "notice");
-  EXPECT_EQ(Code(notice), "signal_failed");
-  EXPECT_EQ(std::get<std::string>(notice.fields["signal"]), "TERM");
-  EXPECT_EQ(session->state(), Session::State::kRunning) << "the session goes on";
-}
 
 TEST_F(SessionTest, FailedStopUnitEndsWithStopFailedAndReaps) {
   reader.fd = client.get();
@@ -793,8 +930,8 @@ TEST_F(SessionTest, ResizeFloodIsCoalescedAndNeverDelaysInput) {
   }));
   // One write per loop iteration at most, not per frame.
   EXPECT_LT(got.size(), 100u) << got.size();
-  EXPECT_EQ(session->resize_channel()->sizes_written(), got.size());
-  EXPECT_FALSE(session->resize_channel()->has_pending());
+  EXPECT_EQ(session->unit_channel()->sizes_written(), got.size());
+  EXPECT_FALSE(session->unit_channel()->has_pending_size());
   EXPECT_EQ(session->state(), Session::State::kRunning);
 }
 

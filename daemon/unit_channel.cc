@@ -1,0 +1,176 @@
+// The unit channel (see unit_channel.h). Writes happen on EPOLLOUT from the
+// loop (Request*() only store and arm); reads take one packet per dispatch
+// until the unit's report is complete or a packet is refused.
+#include "daemon/unit_channel.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include "common/limits.h"
+#include "common/scm_rights.h"
+#include "daemon/status_macros.h"
+
+namespace opencode::daemon {
+
+absl::StatusOr<UniqueFd> CreateUnitChannel(int stream) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
+    return Errno(errno, "unit channel: creating the pair");
+  UniqueFd ours(sv[0]);
+  UniqueFd theirs(sv[1]);
+  // The unit's end is a blocking socket: the monitor sleeps in poll anyway.
+  int flags = fcntl(theirs.get(), F_GETFL);
+  if (flags < 0 || fcntl(theirs.get(), F_SETFL, flags & ~O_NONBLOCK) < 0)
+    return Errno(errno, "fcntl(unit channel)");
+  // A fresh stream socket always has room for one byte.
+  ssize_t n = SendWithFd(stream, &kChannelHandoffByte, 1, theirs.get());
+  if (n < 0) return Errno(int(-n), "sendmsg(unit channel handoff)");
+  if (n != 1) return Errno(EIO, "sendmsg(unit channel handoff)");
+  return ours;  // `theirs` closes here: the in-flight message holds the only reference
+}
+
+UnitChannel::UnitChannel(sd_event* event, UniqueFd fd, Delegate* delegate)
+    : event_(event), fd_(std::move(fd)), delegate_(delegate) {}
+
+UnitChannel::~UnitChannel() = default;
+
+absl::Status UnitChannel::Init() {
+  sd_event_source* s = nullptr;
+  int r = sd_event_add_io(event_, &s, fd_.get(), EPOLLIN, &UnitChannel::OnIo, this);
+  if (r < 0) return SdError(r, "sd_event_add_io(unit channel)");
+  source_.reset(s);
+  // Same priority as the pump: sizes and signals are part of the terminal's
+  // data path.
+  sd_event_source_set_priority(s, kPumpPriority);
+  return absl::OkStatus();
+}
+
+void UnitChannel::UpdateEvents() noexcept {
+  if (!source_) return;
+  bool out = writable_ && (size_pending_ || signal_pending_);
+  if (!out && !reading_) {
+    sd_event_source_set_enabled(source_.get(), SD_EVENT_OFF);
+    return;
+  }
+  uint32_t events = (reading_ ? uint32_t{EPOLLIN} : 0u) | (out ? uint32_t{EPOLLOUT} : 0u);
+  sd_event_source_set_io_events(source_.get(), events);
+  sd_event_source_set_enabled(source_.get(), SD_EVENT_ON);
+}
+
+void UnitChannel::RequestSize(uint16_t cols, uint16_t rows) noexcept {
+  if (!writable_) return;
+  cols_ = cols;
+  rows_ = rows;
+  size_pending_ = true;
+  UpdateEvents();
+}
+
+bool UnitChannel::RequestSignal(uint8_t signo) noexcept {
+  if (signal_pending_ || !writable_) return false;
+  signo_ = signo;
+  signal_pending_ = true;
+  UpdateEvents();
+  return true;
+}
+
+int UnitChannel::OnIo(sd_event_source* /*s*/, int /*fd*/, uint32_t revents, void* userdata) noexcept {
+  auto* self = static_cast<UnitChannel*>(userdata);
+  if ((revents & EPOLLIN) != 0) (void)self->ReadOne();
+  if ((revents & EPOLLOUT) != 0) self->Flush();
+  if ((revents & (EPOLLHUP | EPOLLERR)) != 0) {
+    // Every holder of the unit's end is gone: what it sent is all here.
+    self->Drain();
+    self->reading_ = false;
+    self->StopWriting();
+  }
+  self->UpdateEvents();
+  return 0;
+}
+
+void UnitChannel::Drain() noexcept {
+  for (size_t i = 0; i <= limits::kUnitReports && ReadOne(); ++i) {
+  }
+  UpdateEvents();
+}
+
+bool UnitChannel::ReadOne() noexcept {
+  if (!reading_ || !fd_) return false;
+  uint8_t b[kChannelMaxBytes + 1];
+  // A descriptor from inside the unit is discarded by the kernel and the
+  // packet refused; so is one longer than any packet.
+  bool refused = false;
+  ssize_t n = RecvPacket(fd_.get(), b, sizeof b, MSG_DONTWAIT, &refused);
+  if (n == -EAGAIN || n == -EINTR) return false;
+  if (n <= 0) {
+    reading_ = false;
+    return false;
+  }
+  ChannelMessage m;
+  bool ok = !refused &&
+            ParseFromUnit(b, size_t(n), &m) == ErrorCode::kOk && reports_ < limits::kUnitReports;
+  // Each kind once, in order: an exec report only before the end.
+  if (ok) {
+    switch (m.kind) {
+      case ChannelKind::kExecuted: ok = !executed_ && !exit_ && !failure_; break;
+      case ChannelKind::kExited: ok = !exit_ && !failure_; break;
+      case ChannelKind::kLaunchFailed: ok = !executed_ && !exit_ && !failure_; break;
+      default: ok = false; break;
+    }
+  }
+  if (!ok) {
+    ++refused_;
+    reading_ = false;
+    return false;
+  }
+  ++reports_;
+  switch (m.kind) {
+    case ChannelKind::kExecuted:
+      executed_ = m.pid;
+      delegate_->OnCommandExecuted(m.pid);
+      return true;
+    case ChannelKind::kExited:
+      exit_ = CommandExit{m.how, m.status, m.signo};
+      reading_ = false;  // the report is complete
+      return false;
+    default:
+      failure_ = m.status;
+      reading_ = false;
+      return false;
+  }
+}
+
+void UnitChannel::StopWriting() noexcept {
+  writable_ = false;
+  size_pending_ = false;
+  if (signal_pending_) {
+    signal_pending_ = false;
+    delegate_->OnSignalHandled(signo_, false);
+  }
+}
+
+void UnitChannel::Flush() noexcept {
+  if (!writable_ || !fd_) return;
+  if (signal_pending_) {
+    uint8_t m[kChannelSignalBytes];
+    EncodeSignal(signo_, m);
+    ssize_t n = send(fd_.get(), m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;  // stay armed for EPOLLOUT
+    if (n != ssize_t(sizeof m)) return StopWriting();  // EPIPE: the monitor is gone
+    signal_pending_ = false;
+    delegate_->OnSignalHandled(signo_, true);
+  }
+  if (size_pending_) {
+    uint8_t m[kChannelSizeBytes];
+    EncodeWindowSize(cols_, rows_, m);
+    ssize_t n = send(fd_.get(), m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n != ssize_t(sizeof m)) return StopWriting();
+    size_pending_ = false;
+    ++sizes_written_;
+  }
+}
+
+}  // namespace opencode::daemon
