@@ -256,9 +256,11 @@ cases.launch = async () => {
   record('launch: a cwd without search permission ends with error launch_failed (reason chdir, status 101)',
     !!e && e.code === 'launch_failed' && e.reason === 'chdir' && e.status === 101 && e.fromSupervisor === true,
     { exit: shown(ex), out: tail(s) });
-  record('launch: no exit status and no pid for a command that never ran',
-    !!ex && ex.exitCode === null && ex.signal === null && s.p.pid === undefined, { exit: shown(ex), pid: s.p.pid });
-  record('launch: onError got the launch_failed error', s.errors.length === 1 && s.errors[0] === e,
+  const launchFailed = !!e && e.code === 'launch_failed';
+  record('launch: no exit status and no pid for the command that never ran (launch_failed)',
+    launchFailed && ex.exitCode === null && ex.signal === null && s.p.pid === undefined,
+    { exit: shown(ex), pid: s.p.pid });
+  record('launch: onError got that launch_failed error, once', launchFailed && s.errors.length === 1 && s.errors[0] === e,
     s.errors.map((x) => x.code));
 
   const n = open('/nonexistent/command', []);
