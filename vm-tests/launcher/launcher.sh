@@ -26,7 +26,7 @@ check "launcher is statically linked" sh -c '! grep -q "/lib64/ld-linux" "$1" &&
 check "install the probe" install -D -o root -g root -m 0755 "$A/tests/opencode_test_probe" "$PROBE_DIR/probe"
 check "the probe runs as byk" runuser -u byk -- sh -c "cd /tmp && $PROBE_DIR/probe >/dev/null && rm -f /tmp/probe-report"
 
-for c in environment argv argv-bounds size exit input rejected nogo resize; do
+for c in environment argv argv-bounds size exit input rejected nogo resize signals; do
   check "launcher unit: $c" python3 "$here/launcher_cases.py" "$c" "$PROBE_DIR/probe"
 done
 

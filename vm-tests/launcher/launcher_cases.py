@@ -7,7 +7,7 @@ socketpair as StandardInputFileDescriptor and StandardOutputFileDescriptor, an
 opened directory as StandardErrorFileDescriptor, User=byk,
 Environment=COLUMNS/LINES, ExecStart = the launcher + one canonical encoded
 argument per argv element, AddRef=yes + CollectMode=inactive-or-failed. Like
-the supervisor, it first sends the resize channel handoff on the stream (one
+the supervisor, it first sends the unit channel handoff on the stream (one
 byte 'R' + the unit's end of an AF_UNIX SOCK_SEQPACKET socketpair). It
 reads the PTY stream to EOF, reads ExecMainCode/ExecMainStatus/Result,
 Unref()s the unit and proves it is gone (NoSuchUnit).
@@ -42,7 +42,7 @@ class Run:
     `tokens`: launcher arguments passed as given (hostile cases)."""
 
     def __init__(self, workdir, args=None, tokens=None, cols="120", rows="40", stdin=None, handoff=True,
-                 go=True, on_output=None):
+                 go=True, on_output=None, typed_after=None):
         tokens = list(tokens) if tokens is not None else [encode(a) for a in args]
         self.unit = "opencode-pty-vmtest-%s.service" % os.urandom(16).hex()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -94,6 +94,9 @@ class Run:
             self.output += chunk
             if on_output is not None:
                 on_output(self.output, self.channel)
+            if typed_after is not None and typed_after[0] in self.output:
+                ours.sendall(typed_after[1])  # typed once, after the command printed the mark
+                typed_after = None
         ours.close()
 
         obj = bus.get_object("org.freedesktop.systemd1", manager.GetUnit(self.unit))
@@ -281,6 +284,17 @@ def case_rejected(workdir, probe):
     expect("control: the same command without the bad token runs", os.path.exists(marker))
 
 
+def unit_packets(channel):
+    """Every packet the unit sent on the channel, until it hangs up."""
+    channel.settimeout(10)
+    out = []
+    while True:
+        p = channel.recv(16)
+        if p == b"":
+            return out
+        out.append(p)
+
+
 def case_resize(workdir, probe):
     """Live resize through the channel: three sizes in order; no handoff -> 123."""
     steps = [(b"40 120", 100, 30), (b"30 100", 132, 50), (b"50 132", 80, 24)]
@@ -289,7 +303,7 @@ def case_resize(workdir, probe):
     def step(out, channel):
         i = state["next"]
         if i < len(steps) and steps[i][0] in out:
-            channel.send(struct.pack(">HH", steps[i][1], steps[i][2]))
+            channel.send(b"W" + struct.pack(">HH", steps[i][1], steps[i][2]))
             state["next"] = i + 1
     script = (b"n=0; trap 'stty size; n=$((n+1)); if [ $n -ge 3 ]; then exit 0; fi' WINCH; "
               b"stty size; while :; do sleep 0.05; done")
@@ -298,17 +312,52 @@ def case_resize(workdir, probe):
     expect_exit(r, 0)
     got = [l.strip() for l in r.output.split(b"\n") if l.strip() in (b"40 120", b"30 100", b"50 132", b"24 80")]
     expect("every size printed in order by the WINCH trap", got == [b"40 120", b"30 100", b"50 132", b"24 80"], got)
-    r.channel.settimeout(10)
-    expect("the channel hangs up after the command exited (no resizer left)", r.channel.recv(8) == b"", r)
+    packets = unit_packets(r.channel)
+    expect("the monitor reported the exec and the exit 0, then the channel hung up (no monitor left)",
+           len(packets) == 2 and packets[0][:1] == b"E" and packets[1] == b"Xx\x00", packets)
     marker = os.path.join(workdir, "marker").encode()
     r = Run(workdir, [b"/usr/bin/touch", marker], handoff=False)
     print(r)
     expect_exit(r, 123)
-    expect("reason on the PTY stream", b"resize channel" in r.output, r.output)
+    expect("reason on the PTY stream", b"unit channel" in r.output, r.output)
     expect("nothing ran without the handoff", not os.path.exists(marker))
 
 
-CASES = {"resize": case_resize, "environment": case_environment, "argv": case_argv, "argv-bounds": case_argv_bounds,
+def case_signals(workdir, probe):
+    """Signals through the channel reach the command only; ^C reaches its group only;
+    the exact end comes back (issue #20)."""
+    state = {"step": 0}
+
+    def usr1(out, channel):
+        if state["step"] == 0 and b"ready" in out:
+            channel.send(b"K" + bytes([10]))
+            state["step"] = 1
+        elif state["step"] == 1 and b"got-usr1" in out:
+            channel.send(b"K" + bytes([15]))
+            state["step"] = 2
+    r = Run(workdir, [b"/bin/sh", b"-c", b"trap 'echo got-usr1' USR1; echo ready; while :; do sleep 0.05; done"],
+            on_output=usr1)
+    print(r)
+    expect("USR1 ran the trap and the command went on, then TERM", state["step"] == 2, r.output)
+    expect("script did not end the session ('Session terminated' absent)", b"Session terminated" not in r.output, r.output)
+    expect_exit(r, 128 + 15)
+    packets = unit_packets(r.channel)
+    expect("the exit is reported as killed by TERM", len(packets) == 2 and packets[1] == b"Xk\x0f", packets)
+    r = Run(workdir, [b"/bin/sh", b"-c", b"trap 'echo caught; exit 3' INT; echo ready; while :; do sleep 0.05; done"],
+            typed_after=(b"ready", b"\x03"))
+    print(r)
+    expect("^C reached the command, which caught it", b"caught" in r.output, r.output)
+    expect_exit(r, 3)
+    packets = unit_packets(r.channel)
+    expect("the exit is reported as code 3 (not 130)", len(packets) == 2 and packets[1] == b"Xx\x03", packets)
+    r = Run(workdir, [b"/bin/sh", b"-c", b"kill -SEGV $$"])
+    print(r)
+    packets = unit_packets(r.channel)
+    expect("a SEGV is reported as the signal", len(packets) == 2 and packets[1][:2] in (b"Xc", b"Xk") and packets[1][2] == 11,
+           packets)
+
+
+CASES = {"resize": case_resize, "signals": case_signals, "environment": case_environment, "argv": case_argv, "argv-bounds": case_argv_bounds,
          "size": case_size, "exit": case_exit, "input": case_input, "rejected": case_rejected, "nogo": case_nogo}
 
 if __name__ == "__main__":

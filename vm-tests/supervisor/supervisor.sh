@@ -246,14 +246,13 @@ check "drop-in removed: its unit proven gone" wait_for 10 no_session_units
 ctl kill '{"argv":["sleep","100"],"steps":[{"expect":"started"},{"signal":9}]}'
 expect "KILL: notice signal_sent, exit with signal KILL and code null" kill '"notice:signal_sent" in r["events"] and t.get("type") == "exit" and t["signal"] == "KILL" and t["code"] is None'
 check "KILL: unit proven gone" gone "$(unit_of kill)"
-# TERM reaches script too, which then ends the command itself ("Session
-# terminated") and exits 0 (docs/PROTOCOL.md section 5).
+# A signal reaches the command's process only (issue #20): TERM kills sleep and
+# the exit says so exactly; script never ends the session on its own.
 ctl term '{"argv":["sleep","100"],"steps":[{"expect":"started"},{"signal":15}]}'
-expect "TERM: notice signal_sent, the command ends, an exit envelope follows" term '"notice:signal_sent" in r["events"] and t.get("type") == "exit" and (t["code"] in (0, 143) or t["signal"] == "TERM")'
-# INT goes to every process of the unit (script forwards it as TERM to its
-# child); what must hold is that the session ends with an exit envelope.
+expect "TERM: notice signal_sent, exit with signal TERM, code null, exact" term '"notice:signal_sent" in r["events"] and t.get("type") == "exit" and t["signal"] == "TERM" and t["code"] is None and t.get("exact") is True and "Session terminated" not in r["output_text"]'
+# INT to a command that traps it: the trap runs and its own exit status is reported.
 ctl int '{"argv":["sh","-c","trap \"echo caught-int; exit 9\" INT; echo armed; while :; do sleep 0.1; done"],"steps":[{"expect":"started"},{"expect":"armed"},{"signal":2}]}'
-expect "INT: notice signal_sent, then an exit envelope" int '"notice:signal_sent" in r["events"] and t.get("type") == "exit"'
+expect "INT: the command's trap ran and its exit 9 is reported exactly" int '"notice:signal_sent" in r["events"] and "caught-int" in r["output_text"] and t.get("type") == "exit" and t["code"] == 9 and t.get("exact") is True'
 ctl stop '{"argv":["sleep","100"],"steps":[{"expect":"started"},{"stop":true}]}'
 expect "STOP: notice stopping then exit" stop '"notice:stopping" in r["events"] and t.get("type") == "exit"'
 check "STOP: unit proven gone" gone "$(unit_of stop)"
