@@ -157,7 +157,7 @@ export interface IPty {
   clear(): void;
   /** Once the session runs: SIGHUP to the command, then STOP; no more onData;
    *  the connection is read until the exit envelope, which onExit reports
-   *  (usually signal "HUP", exact true), within limits.destroyTimeoutMs (35 s;
+   *  (usually signal "HUP", exact true), within limits.destroyTimeoutMs (45 s;
    *  then the connection is dropped and onExit has error "destroy_timeout").
    *  Before `started`, or after the session ended: close(). */
   destroy(): void;

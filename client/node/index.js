@@ -66,12 +66,13 @@ const limits = Object.freeze({
   // Helper stderr kept for error messages.
   maxHelperStderrBytes: 4 * 1024,
   // destroy() waits this long for the terminal envelope after its SIGNAL HUP
-  // and STOP, then drops the connection (error destroy_timeout). The
-  // supervisor handles one SIGNAL or STOP at a time: the SIGNAL may take up to
-  // kBusCallTimeoutUsec (10 s) before the STOP is read, and the STOP ends
-  // with the exit or stop_failed within kStopRequestDeadlineUsec (20 s);
-  // plus 5 s of margin.
-  destroyTimeoutMs: 35 * 1000,
+  // and STOP, then drops the connection (error destroy_timeout). The SIGNAL
+  // is handed to the unit channel at once (no bus call); after the STOP the
+  // unit is finished within kStopRequestDeadlineUsec (20 s, else stop_failed),
+  // proven gone within kCleanupDeadlineUsec (15 s) and its PTY stream ends
+  // within kStreamEofDeadlineUsec (5 s) before the exit is sent: 40 s, plus
+  // 5 s of margin.
+  destroyTimeoutMs: 45 * 1000,
   // Largest pid Linux can hand out (PID_MAX_LIMIT on 64-bit, 2^22): a
   // command_started notice with a pid above it is refused as bad_field.
   maxPid: 4 * 1024 * 1024,
