@@ -24,8 +24,12 @@ export interface SpawnOptions {
   useConpty?: boolean;
   useConptyDll?: boolean;
   conptyInheritCursor?: boolean;
-  /** "utf8" (default): onData gets strings; null: onData gets Buffers. */
-  encoding?: 'utf8' | 'utf-8' | null;
+  /** Any Buffer encoding ("utf8", the default, "latin1", "base64", "hex",
+   *  "utf16le", ...): onData gets strings, decoded by one StringDecoder over the
+   *  whole output (a character or base64 group split between frames is
+   *  delivered whole); null: onData gets Buffers. Other values throw TypeError.
+   *  Input (write) is UTF-8 whatever this says. */
+  encoding?: BufferEncoding | null;
   /** Tests only. Default /run/opencode-pty/supervisor.sock. */
   socketPath?: string;
   /** Tests only. Default /usr/local/libexec/opencode-pty-client. */
@@ -50,13 +54,22 @@ export interface NoticeEvent {
 }
 
 export interface ExitEvent {
-  /** Exit status of the command (128+n when a signal n killed it under
-   *  script), or null when the session ended otherwise. */
+  /** The command's exit code when it exited; null when a signal killed it
+   *  (see signal) or the session ended without an exit envelope (see error).
+   *  A command killed by a signal is never reported as 0. */
   exitCode: number | null;
-  /** Signal name ("KILL") when the unit's main process itself was killed. */
+  /** The name ("TERM", "SEGV", "KILL") of the signal that killed the command
+   *  (its number as a string, "34", for a signal without a name), or null. A
+   *  name, not node-pty's number (on('exit') passes the number). */
   signal: string | null;
-  /** systemd's Result of the unit ("success", "exit-code", ...), if sent. */
+  /** systemd's Result of the unit ("success", "exit-code", "signal", ...), if sent. */
   result: string | null;
+  /** true: exitCode/signal are the command's own wait status, as its parent
+   *  in the unit saw it. false: systemd's view of the unit (the command's
+   *  parent was killed before it could report, e.g. the command ignored a
+   *  STOP's TERM/HUP for more than 2 s), or no exit envelope (error set), or a
+   *  supervisor older than issue 20. */
+  exact: boolean;
   /** Set when the session ended without an exit envelope. */
   error: PtyError | null;
 }
@@ -64,8 +77,11 @@ export interface ExitEvent {
 export type PtyState = 'connecting' | 'handshake' | 'starting' | 'running' | 'exited';
 
 export interface IPty {
-  /** Always undefined: the command runs in a systemd unit, not as a child. */
-  readonly pid: undefined;
+  /** The command's pid (it runs as this process's user, inside the unit),
+   *  from the supervisor's command_started notice: undefined until then (not
+   *  known at spawn, unlike node-pty), and undefined for good if the command
+   *  never started. Never the pid of script or the launcher. */
+  readonly pid: number | undefined;
   /** The command (argv[0]) as passed to spawn. */
   readonly process: string;
   readonly cols: number;
@@ -95,6 +111,21 @@ export interface IPty {
   onNotice(listener: (event: NoticeEvent) => void): IDisposable;
   onDrain(listener: () => void): IDisposable;
 
+  /** node-pty's older EventEmitter form, for 'data' and 'exit' only (any
+   *  other event throws TypeError). 'data' is the same as onData; 'exit' gets
+   *  (exitCode, signal) with the signal as a number like node-pty's: 0 when
+   *  no signal killed the command, else its number (15 for TERM). exitCode is null when a
+   *  signal killed it (node-pty passes 0 there) or the session failed. */
+  on(event: 'data', listener: (data: string | Buffer) => void): this;
+  on(event: 'exit', listener: (exitCode: number | null, signal: number | undefined) => void): this;
+  addListener(event: 'data', listener: (data: string | Buffer) => void): this;
+  addListener(event: 'exit', listener: (exitCode: number | null, signal: number | undefined) => void): this;
+  once(event: 'data', listener: (data: string | Buffer) => void): this;
+  once(event: 'exit', listener: (exitCode: number | null, signal: number | undefined) => void): this;
+  /** Removes the latest on()/once()/addListener() registration of listener. */
+  removeListener(event: 'data' | 'exit', listener: (...args: any[]) => void): this;
+  off(event: 'data' | 'exit', listener: (...args: any[]) => void): this;
+
   /** Valid UTF-8 only (strings with lone surrogates and invalid bytes throw
    *  "bad_utf8"); at most 1 MiB per call; a Uint8Array is copied at the call;
    *  false when unsent input is above 64 KiB (wait for onDrain); throws
@@ -103,7 +134,10 @@ export interface IPty {
    *  returns true; kill/stop/end then do nothing either. */
   write(data: string | Uint8Array): boolean;
   /** Signal name from the allowlist (HUP INT QUIT KILL USR1 USR2 TERM CONT STOP
-   *  TSTP WINCH, with or without "SIG"); default "SIGHUP". */
+   *  TSTP WINCH, with or without "SIG"); default "SIGHUP". Delivered to the
+   *  command only (not to script or anything else in the unit), like
+   *  node-pty's process.kill(pid, signal); the session ends when the command
+   *  ends. The notice signal_sent or signal_failed (command already gone) follows. */
   kill(signal?: string): void;
   /** Ask the supervisor to stop the unit (SIGTERM, SIGKILL after 5 s). */
   stop(): void;
@@ -121,6 +155,11 @@ export interface IPty {
   close(): void;
   /** Does nothing (node-pty: Windows only). */
   clear(): void;
+  /** Once the session runs: SIGHUP to the command, then STOP; no more onData;
+   *  the connection is read until the exit envelope, which onExit reports
+   *  (usually signal "HUP", exact true), within limits.destroyTimeoutMs (45 s;
+   *  then the connection is dropped and onExit has error "destroy_timeout").
+   *  Before `started`, or after the session ended: close(). */
   destroy(): void;
   /** Resolves once `pattern` matches the output decoded since the call
    *  (within the last `maxBytes` characters; held output is not searched and
@@ -136,6 +175,10 @@ export class PtyError extends Error {
   readonly helperSignal?: string | null;
   readonly helperReason?: string;
   readonly helperStderr?: string;
+  /** launch_failed: the launcher's stable reason ("bad_prefix", "not_tty",
+   *  "handoff", ...) and its status number. */
+  readonly reason?: string;
+  readonly status?: number;
 }
 
 export function spawn(file: string, args?: string[], options?: SpawnOptions): IPty;
@@ -148,7 +191,7 @@ export const DEFAULT_HELPER_PATH: string;
 
 export const protocol: {
   readonly FrameType: Readonly<{
-    START: 1; INPUT: 2; SIGNAL: 3; STOP: 4; EOF: 5; OUTPUT: 0x81; EVENT: 0x82;
+    START: 1; INPUT: 2; SIGNAL: 3; STOP: 4; EOF: 5; RESIZE: 6; OUTPUT: 0x81; EVENT: 0x82;
   }>;
   FrameDecoder: new (direction: 'fromClient' | 'fromSupervisor') => {
     readonly error: string | null;

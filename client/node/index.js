@@ -12,6 +12,7 @@
 const childProcess = require('child_process');
 const fs = require('fs');
 const net = require('net');
+const os = require('os');
 const { StringDecoder } = require('string_decoder');
 
 const DEFAULT_SOCKET_PATH = '/run/opencode-pty/supervisor.sock';
@@ -64,6 +65,17 @@ const limits = Object.freeze({
   helperFailureGraceMs: 1000,
   // Helper stderr kept for error messages.
   maxHelperStderrBytes: 4 * 1024,
+  // destroy() waits this long for the terminal envelope after its SIGNAL HUP
+  // and STOP, then drops the connection (error destroy_timeout). The SIGNAL
+  // is handed to the unit channel at once (no bus call); after the STOP the
+  // unit is finished within kStopRequestDeadlineUsec (20 s, else stop_failed),
+  // proven gone within kCleanupDeadlineUsec (15 s) and its PTY stream ends
+  // within kStreamEofDeadlineUsec (5 s) before the exit is sent: 40 s, plus
+  // 5 s of margin.
+  destroyTimeoutMs: 45 * 1000,
+  // Largest pid Linux can hand out (PID_MAX_LIMIT on 64-bit, 2^22): a
+  // command_started notice with a pid above it is refused as bad_field.
+  maxPid: 4 * 1024 * 1024,
 });
 
 const FrameType = Object.freeze({
@@ -313,6 +325,10 @@ function parseFlatJson(text) {
 }
 
 const HEX = (n) => new RegExp(`^[0-9a-f]{${n}}$`);
+// A signal name without "SIG" ("TERM", "SEGV"), or the number of a signal
+// that has no name (the supervisor sends "34" for a real-time signal).
+const SIGNAL_NAME = /^(?:[A-Z][A-Z0-9]{0,15}|[1-9][0-9]?)$/;
+const SNAKE = /^[a-z0-9_]{1,64}$/;
 const ENVELOPE_FIELDS = Object.freeze({
   started: {
     session: (v) => typeof v === 'string' && HEX(32).test(v),
@@ -323,14 +339,30 @@ const ENVELOPE_FIELDS = Object.freeze({
   },
   exit: {
     code: (v) => v === null || Number.isSafeInteger(v),
-    signal: (v) => v === null || (typeof v === 'string' && /^[A-Z0-9]{1,16}$/.test(v)),
+    signal: (v) => v === null || (typeof v === 'string' && SIGNAL_NAME.test(v)),
   },
   error: {
-    code: (v) => typeof v === 'string' && /^[a-z0-9_]{1,64}$/.test(v),
+    code: (v) => typeof v === 'string' && SNAKE.test(v),
     message: (v) => typeof v === 'string',
   },
   notice: {
-    code: (v) => typeof v === 'string' && /^[a-z0-9_]{1,64}$/.test(v),
+    code: (v) => typeof v === 'string' && SNAKE.test(v),
+  },
+});
+// Keys checked only when present (a supervisor before issue 20 sends no `exact`).
+const OPTIONAL_FIELDS = Object.freeze({
+  exit: { exact: (v) => typeof v === 'boolean' },
+});
+// Keys that one `code` of a type requires on top of the type's own.
+const CODE_FIELDS = Object.freeze({
+  notice: {
+    command_started: { pid: (v) => Number.isSafeInteger(v) && v >= 1 && v <= limits.maxPid },
+  },
+  error: {
+    launch_failed: {
+      reason: (v) => typeof v === 'string' && SNAKE.test(v),
+      status: (v) => Number.isSafeInteger(v) && v >= 0 && v <= 255,
+    },
   },
 });
 
@@ -350,9 +382,22 @@ function parseEnvelope(bytes) {
   if (!('type' in env)) throw new PtyError('missing_field', 'envelope without "type"');
   const rules = typeof env.type === 'string' ? ENVELOPE_FIELDS[env.type] : undefined;
   if (!rules) throw new PtyError('bad_field', `unknown envelope type ${JSON.stringify(env.type)}`);
-  for (const [key, ok] of Object.entries(rules)) {
-    if (!(key in env)) throw new PtyError('missing_field', `${env.type} envelope without "${key}"`);
-    if (!ok(env[key])) throw new PtyError('bad_field', `${env.type} envelope has a bad "${key}"`);
+  const check = (what, key, ok, required) => {
+    if (!(key in env)) {
+      if (required) throw new PtyError('missing_field', `${what} envelope without "${key}"`);
+      return;
+    }
+    if (!ok(env[key])) throw new PtyError('bad_field', `${what} envelope has a bad "${key}"`);
+  };
+  for (const [key, ok] of Object.entries(rules)) check(env.type, key, ok, true);
+  for (const [key, ok] of Object.entries(OPTIONAL_FIELDS[env.type] || {})) check(env.type, key, ok, false);
+  const byCode = CODE_FIELDS[env.type] && Object.prototype.hasOwnProperty.call(CODE_FIELDS[env.type], env.code)
+    ? CODE_FIELDS[env.type][env.code] : {};
+  for (const [key, ok] of Object.entries(byCode)) check(`${env.type} ${env.code}`, key, ok, true);
+  // An exact status is the command's wait status: it exited (a code, no
+  // signal) or a signal killed it (a signal, no code), never both or neither.
+  if (env.type === 'exit' && env.exact === true && (env.code === null) === (env.signal === null)) {
+    throw new PtyError('bad_field', 'exit envelope with exact true must carry either a code or a signal');
   }
   return env;
 }
@@ -392,6 +437,25 @@ function chunkUtf8(bytes, max = limits.maxInputPayload) {
     start = end;
   }
   return chunks;
+}
+
+// The number node-pty's 'exit' event passes for a signal name: 0 when no
+// signal ended the command (node-pty passes 0 then too), else this platform's
+// number ("TERM" → 15; "34" → 34), undefined for a name it has no number for.
+function exitSignalNumber(name) {
+  if (name === null) return 0;
+  if (/^[0-9]+$/.test(name)) return Number(name);
+  const key = 'SIG' + name;
+  return Object.prototype.hasOwnProperty.call(os.constants.signals, key) ? os.constants.signals[key] : undefined;
+}
+
+// node-pty's older EventEmitter form is offered for these events only.
+const COMPAT_EVENTS = new Set(['data', 'exit']);
+function compatEvent(event) {
+  if (!COMPAT_EVENTS.has(event)) {
+    throw new TypeError(`on: event must be "data" or "exit" (node-pty's events), got ${JSON.stringify(event)}; see onError, onStarted, onNotice, onDrain`);
+  }
+  return event;
 }
 
 function signalNumber(signal) {
@@ -493,8 +557,11 @@ function checkOptions(options) {
   for (const key of WINDOWS_ONLY_OPTIONS) {
     if (o[key] !== undefined && typeof o[key] !== 'boolean') throw new TypeError(`spawn: ${key} must be a boolean`);
   }
-  if (o.encoding !== undefined && o.encoding !== null && o.encoding !== 'utf8' && o.encoding !== 'utf-8') {
-    throw new TypeError('spawn: encoding must be "utf8" or null (Buffers)');
+  // Any encoding Buffer knows, decoded by a StringDecoder over the whole
+  // stream (as node-pty's socket.setEncoding does); null: Buffers.
+  if (o.encoding !== undefined && o.encoding !== null &&
+      (typeof o.encoding !== 'string' || !Buffer.isEncoding(o.encoding))) {
+    throw new TypeError(`spawn: encoding must be a Buffer encoding ("utf8", "latin1", "base64", ...) or null (Buffers), got ${JSON.stringify(o.encoding)}`);
   }
   const cwd = o.cwd === undefined ? process.cwd() : o.cwd;
   if (typeof cwd !== 'string' || cwd.length === 0 || cwd.includes('\0')) {
@@ -509,7 +576,7 @@ function checkOptions(options) {
     cwd,
     cols: checkSize('cols', o.cols, limits.defaultCols, limits.maxCols),
     rows: checkSize('rows', o.rows, limits.defaultRows, limits.maxRows),
-    binary: o.encoding === null,
+    encoding: o.encoding === undefined ? 'utf8' : o.encoding,
     socketPath: o.socketPath || DEFAULT_SOCKET_PATH,
     helperPath: o.helperPath || DEFAULT_HELPER_PATH,
   };
@@ -607,7 +674,7 @@ class Pty {
     this.state = 'connecting';
     this._argv = [file, ...args];
     this._opts = opts;
-    this._text = opts.binary ? null : new StringDecoder('utf8');
+    this._text = opts.encoding === null ? null : new StringDecoder(opts.encoding);
     this._decoder = new FrameDecoder('fromSupervisor');
     this._on = {
       data: new Listeners(), exit: new Listeners(), error: new Listeners(),
@@ -624,7 +691,7 @@ class Pty {
     this._outboxBytes = 0;
     this._inputClosed = false;
     this._pendingResize = null;   // [cols, rows] asked for after the helper ran, before started
-    this._terminal = null;        // {exitCode, signal, result, error} once known
+    this._terminal = null;        // {exitCode, signal, result, exact, error} once known
     this._exited = false;
     this._helper = null;
     this._helperFailure = null;
@@ -636,6 +703,10 @@ class Pty {
     this._salvaging = false;
     this._textDone = false;       // the UTF-8 decoder's tail was flushed or discarded
     this._watchers = new Set();   // waitForOutput: output decoded since each call
+    this._pid = undefined;        // the command's pid, from the command_started notice
+    this._destroying = false;     // destroy() sent SIGNAL HUP and STOP; output is dropped
+    this._destroyTimer = null;    // bounds destroy()'s wait for the terminal envelope
+    this._compat = { data: [], exit: [] };  // on()/once() registrations: {fn, disposable}
 
     // The approved directory: opened by the application (libuv adds
     // O_CLOEXEC), handed to the helper as fd 4, closed as soon as spawn returns.
@@ -728,7 +799,9 @@ class Pty {
 
   // ---- node-pty-shaped API ----
 
-  get pid() { return undefined; }
+  // The command's pid (it runs as this process's user, inside the unit): known
+  // once the supervisor's command_started notice arrived, not at spawn.
+  get pid() { return this._pid; }
   // node-pty's XON/XOFF interception is not done: always false (spawn refuses true).
   get handleFlowControl() { return false; }
   get bufferedBytes() { return this._bufferedBytes; }
@@ -744,6 +817,55 @@ class Pty {
   onStarted(fn) { return this._on.started.add(fn); }
   onNotice(fn) { return this._on.notice.add(fn); }
   onDrain(fn) { return this._on.drain.add(fn); }
+
+  // node-pty's older EventEmitter form, 'data' and 'exit' only. A listener is
+  // registered exactly as by onData/onExit (a data listener holds onExit back
+  // until it got the output). An 'exit' listener gets (exitCode, signal) as
+  // node-pty passes them, the signal as a number (0: none).
+  on(event, fn) {
+    this._addCompat(compatEvent(event), fn, false);
+    return this;
+  }
+  addListener(event, fn) { return this.on(event, fn); }
+  once(event, fn) {
+    this._addCompat(compatEvent(event), fn, true);
+    return this;
+  }
+  // Removes the latest registration of fn for event, as EventEmitter does.
+  removeListener(event, fn) {
+    const list = this._compat[compatEvent(event)];
+    for (let i = list.length - 1; i >= 0; i--) {
+      if (list[i].fn === fn) {
+        list.splice(i, 1)[0].disposable.dispose();
+        break;
+      }
+    }
+    return this;
+  }
+  off(event, fn) { return this.removeListener(event, fn); }
+
+  _addCompat(event, fn, once) {
+    if (typeof fn !== 'function') throw new TypeError('listener must be a function');
+    const list = this._compat[event];
+    const entry = { fn, disposable: null };
+    const forget = () => {
+      const i = list.indexOf(entry);
+      if (i >= 0) list.splice(i, 1);
+      entry.disposable.dispose();
+    };
+    if (event === 'data') {
+      entry.disposable = this.onData((d) => {
+        if (once) forget();
+        fn.call(this, d);
+      });
+    } else {
+      entry.disposable = this.onExit((ev) => {
+        if (once) forget();
+        fn.call(this, ev.exitCode, exitSignalNumber(ev.signal));
+      });
+    }
+    list.push(entry);
+  }
 
   write(data) {
     const bytes = inputBytes(data);
@@ -765,6 +887,8 @@ class Pty {
     return room;
   }
 
+  // To the command only (not to script or anything else in the unit); the
+  // session ends when the command ends, not because of the signal itself.
   kill(signal = 'SIGHUP') {
     const n = signalNumber(signal);
     if (this._ended()) return;
@@ -829,7 +953,7 @@ class Pty {
       if (!this._exited) setImmediate(() => this._maybeExit());
       return;
     }
-    this._terminal = { exitCode: null, signal: null, result: null,
+    this._terminal = { exitCode: null, signal: null, result: null, exact: false,
       error: new PtyError('closed', 'the application closed the session') };
     this._teardown();
     this._buffered = [];
@@ -839,7 +963,32 @@ class Pty {
     setImmediate(() => this._maybeExit());  // listeners run after close() returns
   }
 
-  destroy() { this.close(); }
+  // node-pty's destroy() closes the PTY and sends the command SIGHUP; its exit
+  // event then reports what the command did. Here, once the session runs: a
+  // SIGNAL HUP to the command, then STOP (systemd stops the unit); output is
+  // no longer delivered, the connection is read (paused or not) until the
+  // terminal envelope, and onExit reports it, within limits.destroyTimeoutMs
+  // (then the connection is dropped: error destroy_timeout). Before
+  // `started`, or once the session has ended, it is close().
+  destroy() {
+    if (this._destroying) return;
+    if (this.state !== 'running' || this._ended()) {
+      this.close();
+      return;
+    }
+    this._destroying = true;
+    this._buffered = [];
+    this._bufferedBytes = 0;
+    this._textDone = true;
+    this._send(encodeFrame(FrameType.SIGNAL, Buffer.of(SIGNALS.HUP)));
+    this._send(encodeFrame(FrameType.STOP));
+    this._destroyTimer = setTimeout(() => {
+      this._destroyTimer = null;
+      this._fail(new PtyError('destroy_timeout',
+        `destroy: no exit within ${limits.destroyTimeoutMs} ms of SIGHUP and STOP; connection dropped (the supervisor stops the unit)`));
+    }, limits.destroyTimeoutMs);
+    this._decodeRaw();  // bytes held while paused are read now, and reading restarts
+  }
 
   // Resolves with the match once `pattern` matches the output decoded since
   // the call (a window of the last `maxBytes` characters); rejects on timeout
@@ -860,7 +1009,8 @@ class Pty {
     return new Promise((resolve, reject) => {
       let window = '';
       let exit = null;
-      const text = this._text ? new StringDecoder('utf8') : null;
+      // The same text onData gets (latin1 when onData gets Buffers).
+      const text = this._text ? new StringDecoder(this._opts.encoding) : null;
       const watcher = (payload) => {
         window += text ? text.write(payload) : payload.toString('latin1');
         if (window.length > maxBytes) window = window.slice(window.length - maxBytes);
@@ -1016,6 +1166,7 @@ class Pty {
         this._fail(new PtyError('protocol_state', 'OUTPUT before the started envelope'));
         return;
       }
+      if (this._destroying) return;  // the application no longer wants it
       for (const w of [...this._watchers]) w(payload);
       this._buffered.push(payload);
       this._bufferedBytes += payload.length;
@@ -1058,6 +1209,13 @@ class Pty {
           this._fail(new PtyError('protocol_state', `notice envelope in state ${this.state}`));
           return;
         }
+        if (env.code === 'command_started') {
+          if (this._pid !== undefined) {
+            this._fail(new PtyError('protocol_state', 'a second command_started notice'));
+            return;
+          }
+          this._pid = env.pid;
+        }
         this._on.notice.emit(env);
         return;
       case 'exit':
@@ -1066,12 +1224,16 @@ class Pty {
           return;
         }
         this._terminal = { exitCode: env.code, signal: env.signal,
-          result: typeof env.result === 'string' ? env.result : null, error: null };
+          result: typeof env.result === 'string' ? env.result : null,
+          exact: env.exact === true, error: null };
         this._teardown();
         this._maybeExit();
         return;
       case 'error': {
         const extra = this._helperFailure ? { ...this._helperFailure } : {};
+        // The keys this code carries (launch_failed: reason, status), as checked.
+        const byCode = Object.prototype.hasOwnProperty.call(CODE_FIELDS.error, env.code) ? CODE_FIELDS.error[env.code] : {};
+        for (const key of Object.keys(byCode)) extra[key] = env[key];
         this._fail(new PtyError(env.code, env.message, { ...extra, fromSupervisor: true }));
         return;
       }
@@ -1136,7 +1298,8 @@ class Pty {
     this._maybeExit();
   }
 
-  // The UTF-8 decoder's incomplete last character, once, to the data listeners.
+  // The decoder's incomplete tail (a split character, a base64 group), once,
+  // to the data listeners.
   _flushText() {
     if (!this._text || this._textDone) return;
     this._textDone = true;
@@ -1146,7 +1309,7 @@ class Pty {
 
   _updateFlow() {
     if (this._terminal) return;
-    const read = this._reading && (this._helperFailure !== null ||
+    const read = this._reading && (this._helperFailure !== null || this._destroying ||
       (!this._paused && this._raw.length === 0 && this._bufferedBytes < limits.maxBufferedOutputBytes));
     if (!this._socket) return;
     if (read) this._socket.resume();
@@ -1180,7 +1343,7 @@ class Pty {
 
   _fail(error) {
     if (this._terminal) return;
-    this._terminal = { exitCode: null, signal: null, result: null, error };
+    this._terminal = { exitCode: null, signal: null, result: null, exact: false, error };
     this._teardown();
     this._maybeExit();
   }
@@ -1188,6 +1351,8 @@ class Pty {
   _teardown() {
     clearTimeout(this._timer);
     this._timer = null;
+    clearTimeout(this._destroyTimer);
+    this._destroyTimer = null;
     this._closeDirFd();
     if (this._helper) {
       this._helper.kill('SIGKILL');
@@ -1212,7 +1377,7 @@ class Pty {
     if (this._bufferedBytes === 0) this._flushText();
     const t = this._terminal;
     if (t.error && t.error.code !== 'closed') this._on.error.emit(t.error);
-    this._on.exit.emit({ exitCode: t.exitCode, signal: t.signal, result: t.result, error: t.error });
+    this._on.exit.emit({ exitCode: t.exitCode, signal: t.signal, result: t.result, exact: t.exact, error: t.error });
   }
 }
 

@@ -104,7 +104,14 @@ class Conn {
   event(obj) { return this.socket.write(protocol.encodeFrame(protocol.FrameType.EVENT, Buffer.from(JSON.stringify(obj)))); }
   raw(bytes) { return this.socket.write(bytes); }
   started() { return this.event(STARTED); }
-  exit(code = 0, signal = null) { this.event({ type: 'exit', code, signal, result: code === 0 ? 'success' : 'exit-code' }); this.socket.end(); }
+  // The command's own status (exact: true), as the supervisor reports it since issue 20.
+  exit(code = 0, signal = null, exact = true) {
+    const result = signal !== null ? 'signal' : code === 0 ? 'success' : 'exit-code';
+    this.event({ type: 'exit', code, signal, result, exact });
+    this.socket.end();
+  }
+  // The notice that names the command's pid once its execve succeeded.
+  commandStarted(pid) { return this.event({ type: 'notice', code: 'command_started', pid }); }
   // Resolves when pred(this) is true.
   until(pred, what = 'condition', ms = 5000) {
     return new Promise((resolve, reject) => {

@@ -56,7 +56,7 @@ test('1: onExit fires without a data listener; the unread output stays for a lis
   t.after(sup.close);
   const pty = spawn('prog', [], sup.opts());
   const ev = await within(exitOf(pty), 3000, 'onExit with only an exit listener');
-  assert.deepEqual(ev, { exitCode: 4, signal: null, result: 'exit-code', error: null });
+  assert.deepEqual(ev, { exitCode: 4, signal: null, result: 'exit-code', exact: true, error: null });
   assert.equal(pty.state, 'exited');
   assert.equal(pty.bufferedBytes, 'hello from a command nobody reads\r\n'.length);
   let out = '';

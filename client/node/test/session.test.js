@@ -67,7 +67,7 @@ test('a normal session: started fields, UTF-8 split across frames, exit after al
   const ev = await exitOf(pty);
   assert.equal(out, 'aé€𝄞z'.repeat(50));
   assert.ok(chunks.every((s) => !s.includes('\ufffd')));
-  assert.deepEqual(ev, { exitCode: 3, signal: null, result: 'exit-code', error: null });
+  assert.deepEqual(ev, { exitCode: 3, signal: null, result: 'exit-code', exact: true, error: null });
   const s = await started;
   assert.equal(s.type, 'started');
   assert.equal(pty.unit, s.unit);
@@ -75,7 +75,7 @@ test('a normal session: started fields, UTF-8 split across frames, exit after al
   assert.equal(pty.invocation, s.invocation);
   assert.equal(pty.revision, s.revision);
   assert.equal(pty.source, s.source);
-  assert.equal(pty.pid, undefined);
+  assert.equal(pty.pid, undefined, 'no command_started notice in this session');
   assert.deepEqual(notices.map((n) => n.code), ['signal_sent']);
   assert.equal(pty.state, 'exited');
   // A finished PTY ignores input and signals (like node-pty); nothing is sent.
