@@ -155,7 +155,8 @@ export interface IPty {
   close(): void;
   /** Does nothing (node-pty: Windows only). */
   clear(): void;
-  /** Once the session runs: SIGHUP to the command, then STOP; no more onData;
+  /** Once the session runs: SIGHUP to the command, then STOP if it has not
+   *  ended within limits.destroyHupGraceMs (500 ms); no more onData;
    *  the connection is read until the exit envelope, which onExit reports
    *  (usually signal "HUP", exact true), within limits.destroyTimeoutMs (45 s;
    *  then the connection is dropped and onExit has error "destroy_timeout").

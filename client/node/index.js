@@ -73,6 +73,11 @@ const limits = Object.freeze({
   // within kStreamEofDeadlineUsec (5 s) before the exit is sent: 40 s, plus
   // 5 s of margin.
   destroyTimeoutMs: 45 * 1000,
+  // destroy() sends STOP only if the command has not ended this long after
+  // its SIGHUP: a STOP right behind the SIGNAL raced it (systemd's TERM often
+  // reached the command first, measured: 7 ms), and node-pty's destroy()
+  // reports the HUP. A command that ignores HUP is stopped after it.
+  destroyHupGraceMs: 500,
   // Largest pid Linux can hand out (PID_MAX_LIMIT on 64-bit, 2^22): a
   // command_started notice with a pid above it is refused as bad_field.
   maxPid: 4 * 1024 * 1024,
@@ -706,6 +711,7 @@ class Pty {
     this._pid = undefined;        // the command's pid, from the command_started notice
     this._destroying = false;     // destroy() sent SIGNAL HUP and STOP; output is dropped
     this._destroyTimer = null;    // bounds destroy()'s wait for the terminal envelope
+    this._destroyStopTimer = null; // sends destroy()'s STOP after limits.destroyHupGraceMs
     this._compat = { data: [], exit: [] };  // on()/once() registrations: {fn, disposable}
 
     // The approved directory: opened by the application (libuv adds
@@ -981,7 +987,10 @@ class Pty {
     this._bufferedBytes = 0;
     this._textDone = true;
     this._send(encodeFrame(FrameType.SIGNAL, Buffer.of(SIGNALS.HUP)));
-    this._send(encodeFrame(FrameType.STOP));
+    this._destroyStopTimer = setTimeout(() => {
+      this._destroyStopTimer = null;
+      if (!this._ended()) this._send(encodeFrame(FrameType.STOP));
+    }, limits.destroyHupGraceMs);
     this._destroyTimer = setTimeout(() => {
       this._destroyTimer = null;
       this._fail(new PtyError('destroy_timeout',
@@ -1353,6 +1362,8 @@ class Pty {
     this._timer = null;
     clearTimeout(this._destroyTimer);
     this._destroyTimer = null;
+    clearTimeout(this._destroyStopTimer);
+    this._destroyStopTimer = null;
     this._closeDirFd();
     if (this._helper) {
       this._helper.kill('SIGKILL');

@@ -332,6 +332,28 @@ test('destroy() while running: SIGNAL HUP then STOP; output stops; onExit report
   assert.equal(pty.state, 'exited');
 });
 
+// The STOP waits limits.destroyHupGraceMs: a STOP right behind the SIGNAL let
+// systemd's TERM reach the command before the HUP (vm.node-signals, 7 ms).
+test('destroy(): a command that dies of the HUP within the grace gets no STOP', async (t) => {
+  let conn;
+  const sup = await fakeSupervisor(async (c) => {
+    conn = c;
+    c.started();
+    c.commandStarted(4242);
+    await c.until((x) => x.frames.some((f) => f.type === FrameType.SIGNAL), 'SIGNAL');
+    c.event({ type: 'notice', code: 'signal_sent', signal: 'HUP' });
+    c.exit(null, 'HUP');
+  });
+  t.after(sup.close);
+  const pty = spawn('prog', [], sup.opts());
+  await new Promise((r) => pty.onStarted(r));
+  pty.destroy();
+  const ev = await exitOf(pty);
+  assert.equal(ev.signal, 'HUP');
+  await sleep(limits.destroyHupGraceMs + 200);
+  assert.deepEqual(conn.frames.map((f) => f.type), [FrameType.SIGNAL], 'no STOP after the command ended');
+});
+
 test('destroy() while paused with output held still reads the exit envelope, and drops the held output', async (t) => {
   let conn;
   const sup = await fakeSupervisor((c) => { conn = c; c.started(); });
