@@ -28,17 +28,7 @@ app_run 600 "/usr/bin/node /tests/resize-app.js" \
 rc=$?
 cp $WORK/resize.jsonl /results/node-resize.jsonl 2>/dev/null
 journalctl -o cat --no-pager -u opencode-v2.service > /results/node-resize-app.log
-python3 - $WORK/resize.jsonl > /tmp/app-checks.tsv <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    c = json.loads(line)
-    print('%s\t%s\t%s' % ('PASS' if c['ok'] else 'FAIL', c['name'], json.dumps(c['evidence'])[:600].replace('\t', ' ')))
-PY
-while IFS="$(printf '\t')" read -r res name ev; do
-  if [ "$res" = PASS ]; then pass "app: $name" "$ev"; else fail "app: $name" "$ev"; fi
-done < /tmp/app-checks.tsv
-if [ "$rc" -eq 0 ]; then pass "app: the resize application exited 0" "$(wc -l < $WORK/resize.jsonl) checks"
-else fail "app: the resize application exited 0" "exit $rc; see node-resize-app.log"; fi
+app_checks $WORK/resize.jsonl resize "$rc" node-resize-app.log
 
 check "cleanup: no opencode-pty-*.service unit is left" no_session_units
 # The resizer is a byk process inside each unit: none may outlive its session.

@@ -74,17 +74,7 @@ app_run 1500 "$NODE_SEA_APP" OPENCODE_PTY_APP_MODE=script OPENCODE_PTY_APP_SCRIP
 rc=$?
 cp $WORK/smoke.jsonl /results/node-smoke.jsonl 2>/dev/null
 journalctl -o cat --no-pager -u opencode-v2.service > /results/node-smoke-app.log
-python3 - $WORK/smoke.jsonl > /tmp/app-checks.tsv <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    c = json.loads(line)
-    print('%s\t%s\t%s' % ('PASS' if c['ok'] else 'FAIL', c['name'], json.dumps(c['evidence'])[:600].replace('\t', ' ')))
-PY
-while IFS="$(printf '\t')" read -r res name ev; do
-  if [ "$res" = PASS ]; then pass "app: $name" "$ev"; else fail "app: $name" "$ev"; fi
-done < /tmp/app-checks.tsv
-if [ "$rc" -eq 0 ]; then pass "app: the smoke application exited 0" "$(wc -l < $WORK/smoke.jsonl) checks"
-else fail "app: the smoke application exited 0" "exit $rc; see node-smoke-app.log"; fi
+app_checks $WORK/smoke.jsonl smoke "$rc" node-smoke-app.log
 
 # --- cleanup ------------------------------------------------------------------
 check "cleanup: no opencode-pty-*.service unit is left" no_session_units
