@@ -18,7 +18,7 @@ LIBEXEC=/usr/local/libexec
 RUN=/run/opencode-test
 
 seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
-kills=10 reexecs=3 reloads=3 sessions=10 churn=2000 long=
+kills=20 reexecs=5 reloads=5 sessions=10 churn=2000 long=
 while [ $# -gt 0 ]; do
   case "$1" in
     --long) kills=100 reexecs=20 reloads=20 sessions=50 churn=10000 long=" --long" ;;

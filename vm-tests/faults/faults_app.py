@@ -8,6 +8,7 @@
 # "GO" line back; the last line is the JSON answer.
 # Every session records each envelope it got, whether the connection reached
 # EOF, and whether a deadline passed (a hang): the driver judges them.
+import array
 import json
 import os
 import random
@@ -214,7 +215,7 @@ def churn(req, link):
                 s.started()
             good.append(s.finish())
             continue
-        kind = rnd.choice(["close", "close", "garbage", "garbage_read", "no_start", "half_header"])
+        kind = rnd.choice(["close", "close", "garbage", "garbage_read", "garbage_fd", "no_start", "half_header"])
         kinds[kind] = kinds.get(kind, 0) + 1
         c = standin.Conn()
         try:
@@ -225,11 +226,20 @@ def churn(req, link):
         try:
             if kind in ("garbage", "garbage_read"):
                 c.sock.sendall(rnd.randbytes(rnd.randint(8, 64)))
+            elif kind == "garbage_fd":
+                # A descriptor in the first segment, as the helper sends it, with
+                # random bytes for a frame: the supervisor decodes the header.
+                dirfd = os.open("/home/byk", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                try:
+                    c.sock.sendmsg([bytes([rnd.choice([1, 1, 2])]) + rnd.randbytes(rnd.randint(7, 40))],
+                                   [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [dirfd]))])
+                finally:
+                    os.close(dirfd)
             elif kind == "half_header":
                 c.sock.sendall(b"\x01\x01\x00")
             elif kind == "no_start":
                 time.sleep(rnd.random() * 0.005)
-            if kind == "garbage_read":
+            if kind in ("garbage_read", "garbage_fd"):
                 f = c.read_frame(time.monotonic() + 10)
                 code = json.loads(f[1]).get("code", "?") if f and f[0] == standin.EVENT else "eof"
                 codes[code] = codes.get(code, 0) + 1
