@@ -251,11 +251,13 @@ class Campaign:
 
             def on_mark(what, rep=rep):
                 time.sleep(delay_ms / 1000)
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    rep["killed"] = True
-                except ProcessLookupError:
-                    rep["killed"] = False
+                rep["killed"] = False
+                if pid > 0:   # never kill(0): that is the driver's own process group
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                        rep["killed"] = True
+                    except ProcessLookupError:
+                        pass
                 rep["units_at_kill"] = leftover_units()
                 nonlocal last_kill
                 last_kill = time.monotonic()
