@@ -12,10 +12,8 @@
 # Default counts are short (the README's test command); --long runs the
 # issue's full counts (OPENCODE_LONG_VM_TESTS=1). Results: /results/faults.json.
 . /vm-tests/lib/check.sh
+. /vm-tests/lib/supervisor-setup.sh
 here=$(dirname "$0")
-A=/artifacts
-LIBEXEC=/usr/local/libexec
-RUN=/run/opencode-test
 
 seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
 kills=20 reexecs=5 reloads=5 sessions=10 churn=2000 long=
@@ -29,32 +27,8 @@ while [ $# -gt 0 ]; do
 done
 echo "faults: seed $seed (replay: vm-tests/run $VMTESTS_TARGET --artifacts BUILD vm-tests/faults/faults.sh --seed $seed$long)"
 
-# --- install (as supervisor.sh) --------------------------------------------------------------------
-install -d -o root -g root -m 0755 "$LIBEXEC"
-for b in supervisor launcher client; do
-  check "install opencode-pty-$b root:root 0755" \
-    install -o root -g root -m 0755 "$A/opencode-pty-$b" "$LIBEXEC/opencode-pty-$b"
-done
-for u in opencode-pty-supervisor.socket opencode-pty-supervisor.service opencode-pty.slice; do
-  install -o root -g root -m 0644 "$A/units/$u" "/etc/systemd/system/$u"
-done
-pass "supervisor units installed" "from $A/units"
-cat > /run/systemd/system/opencode-v2.service <<UNIT
-[Unit]
-Description=opencode v2 stand-in (fault campaign)
-[Service]
-Type=exec
-User=byk
-Group=byk
-RuntimeDirectory=opencode-test
-RuntimeDirectoryMode=0755
-ExecStart=/usr/bin/python3 $here/faults_app.py
-UNIT
-systemctl daemon-reload
-check "socket unit starts" systemctl start opencode-pty-supervisor.socket
-check "stand-in opencode-v2.service starts" systemctl start opencode-v2.service
-n=100; while [ $n -gt 0 ] && ! [ -S "$RUN/control.sock" ]; do sleep 0.1; n=$((n - 1)); done
-check "stand-in control socket appears" test -S "$RUN/control.sock"
+# --- install (shared with supervisor/supervisor.sh) ---------------------------------------------
+supervisor_setup "fault campaign" "/usr/bin/python3 $here/faults_app.py"
 
 # --- the campaign ------------------------------------------------------------------------------------
 start=$(date +%s)
