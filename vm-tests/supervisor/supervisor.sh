@@ -7,6 +7,7 @@
 # launcher and script, the refusals, the cleanup proofs, start-up recovery
 # after SIGKILL, daemon-reload, forged signals and the property read-back.
 . /vm-tests/lib/check.sh
+. /vm-tests/lib/supervisor-setup.sh
 here=$(dirname "$0")
 A=/artifacts
 LIBEXEC=/usr/local/libexec
@@ -77,37 +78,8 @@ for line in sys.stdin:
 sup_journal_has() { sup_journal "$1" ${3:+"$3"} | grep -q -- "$2"; }
 supervisor_pid() { systemctl show -P MainPID opencode-pty-supervisor.service; }
 
-# --- install ----------------------------------------------------------------
-install -d -o root -g root -m 0755 "$LIBEXEC"
-for b in supervisor launcher client; do
-  check "install opencode-pty-$b root:root 0755" \
-    install -o root -g root -m 0755 "$A/opencode-pty-$b" "$LIBEXEC/opencode-pty-$b"
-done
-units=$A/units
-for u in opencode-pty-supervisor.socket opencode-pty-supervisor.service opencode-pty.slice; do
-  [ -f "$units/$u" ] || units=$here/units
-done
-for u in opencode-pty-supervisor.socket opencode-pty-supervisor.service opencode-pty.slice; do
-  install -o root -g root -m 0644 "$units/$u" "/etc/systemd/system/$u"
-done
-pass "supervisor units installed" "from $units"
-# The application stand-in: its MainPID is the only process allowed in.
-cat > /run/systemd/system/opencode-v2.service <<UNIT
-[Unit]
-Description=opencode v2 stand-in (supervisor suite)
-[Service]
-Type=exec
-User=byk
-Group=byk
-RuntimeDirectory=opencode-test
-RuntimeDirectoryMode=0755
-ExecStart=/usr/bin/python3 $here/standin.py serve
-UNIT
-systemctl daemon-reload
-check "socket unit starts" systemctl start opencode-pty-supervisor.socket
-check "socket is byk's, mode 0600" sh -c 'stat -c "%U %a" /run/opencode-pty/supervisor.sock; [ "$(stat -c "%U %a" /run/opencode-pty/supervisor.sock)" = "byk 600" ]'
-check "stand-in opencode-v2.service starts" systemctl start opencode-v2.service
-check "stand-in control socket appears" wait_for 10 test -S "$RUN/control.sock"
+# --- install (shared with faults/faults.sh) -----------------------------------
+supervisor_setup "supervisor suite" "/usr/bin/python3 $here/standin.py serve"
 
 # --- a full session ----------------------------------------------------------
 ctl full '{"argv":["sh","-c","pwd; tty; echo hello-$((6*7)) marker-ARGV-7f3a >/dev/null; echo hello-$((6*7)); read x; echo got:$x; exit 7"],

@@ -1,0 +1,463 @@
+#!/usr/bin/python3
+# vm-tests/faults/faults.py: the root driver of the fault campaign (issue #17,
+# first slice). It asks the application stand-in (faults_app.py, the MainPID)
+# for sessions over /run/opencode-test/control.sock, injects the faults itself
+# (SIGKILL of the supervisor, systemctl daemon-reexec / daemon-reload, root
+# connections), and after every repetition runs the same invariant check:
+#   - 0 opencode-pty-* units left (list-units --all, any load state), bounded wait;
+#   - 0 "not proven gone" lines from the supervisor since the case began;
+#   - STATUS= says "0 sessions, 0 handshakes";
+#   - a new session works (exit 0, its output seen);
+#   - the supervisor's descriptor count within FD_TOL of the case's baseline,
+#     RssAnon within RSS_ANON_TOL_KB and VmRSS within RSS_TOL_KB above it;
+#   - every session the fault touched got exactly one terminal envelope (exit,
+#     or error with a code of docs/PROTOCOL.md section 8) and then EOF; a plain
+#     EOF without one only when the supervisor was SIGKILLed (counted apart);
+#     a deadline passing (a hang) always fails.
+# Usage: faults.py SEED KILLS REEXECS RELOADS SESSIONS CHURN OUT.json
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+CONTROL = "/run/opencode-test/control.sock"
+SUPERVISOR_SOCK = "/run/opencode-pty/supervisor.sock"
+SUP = "opencode-pty-supervisor.service"
+# Tolerances of the invariant check (stated in vm-tests/README.md and docs/OPERATIONS.md).
+FD_TOL = 2
+RSS_ANON_TOL_KB = 2048
+RSS_TOL_KB = 4096
+# Stable error codes a supervisor may send (docs/PROTOCOL.md section 8).
+STABLE_CODES = {
+    "bad_version", "unknown_type", "bad_reserved", "frame_too_large", "frame_too_small", "bad_start",
+    "bad_argc", "arg_too_long", "argv_too_long", "empty_command", "bad_size", "no_descriptor",
+    "extra_descriptor", "truncated_control", "bad_control", "not_directory", "bad_utf8", "bad_signal",
+    "protocol_state", "start_timeout", "unauthenticated", "root_refused", "too_many_sessions",
+    "too_many_handshakes", "kernel_unsupported", "unit_start_failed", "unit_property_mismatch",
+    "launch_failed", "stop_failed", "input_overflow", "internal"}
+# SIGKILL phases and the window (ms after the app's mark) the kill falls in.
+KILL_WINDOWS = {"handshake": (0, 200), "start": (0, 40), "streaming": (0, 1000),
+                "stopping": (0, 4000), "cleanup": (250, 400)}
+SESSION_UNIT = re.compile(r"^opencode-pty-[0-9a-f]{32}\.service$")
+PRODUCT_UNITS = {"opencode-pty-supervisor.service", "opencode-pty-supervisor.socket", "opencode-pty.slice"}
+
+
+def run(*argv):
+    return subprocess.run(argv, capture_output=True, text=True)
+
+
+def supervisor_pid():
+    return int(run("systemctl", "show", "-P", "MainPID", SUP).stdout.strip() or 0)
+
+
+def status_text():
+    return run("systemctl", "show", "-P", "StatusText", SUP).stdout.strip()
+
+
+def leftover_units():
+    """Every opencode-pty-* unit systemd knows, in any load state, but the product's own."""
+    out = run("systemctl", "list-units", "--all", "--plain", "--no-legend", "opencode-pty-*").stdout
+    return [l.split()[0] for l in out.splitlines() if l.split() and l.split()[0] not in PRODUCT_UNITS]
+
+
+def unit_gone(unit):
+    p = run("busctl", "--system", "call", "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+            "org.freedesktop.systemd1.Manager", "GetUnit", "s", unit)
+    return p.returncode != 0 and ("NoSuchUnit" in p.stderr or "not loaded" in p.stderr)
+
+
+def resources(pid):
+    r = {"pid": pid}
+    try:
+        r["fds"] = len(os.listdir("/proc/%d/fd" % pid))
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("VmRSS", "RssAnon"):
+                    r[k] = int(v.split()[0])
+    except OSError as e:
+        r["error"] = str(e)
+    return r
+
+
+def journal_cursor():
+    out = run("journalctl", "-n", "0", "--show-cursor", "-o", "cat").stdout
+    return next(l[len("-- cursor: "):] for l in out.splitlines() if l.startswith("-- cursor: "))
+
+
+def sup_journal(cursor):
+    """(MESSAGE, UNIT) of the supervisor's entries after CURSOR. Filtered here:
+    --after-cursor with a field match drops the first match on systemd 252."""
+    p = subprocess.run(["journalctl", "--no-pager", "--after-cursor", cursor, "-o", "json"],
+                       capture_output=True, text=True)
+    out = []
+    for line in p.stdout.splitlines():
+        e = json.loads(line)
+        if e.get("_SYSTEMD_UNIT") == SUP:
+            m = e.get("MESSAGE")
+            out.append((m if isinstance(m, str) else str(m), e.get("UNIT")))
+    return out
+
+
+def wait_until(seconds, pred):
+    end = time.monotonic() + seconds
+    while True:
+        v = pred()
+        if v or time.monotonic() >= end:
+            return v
+        time.sleep(0.1)
+
+
+def request(req, on_mark=None, timeout=600):
+    """One request to the app; on_mark(what) runs at each MARK, then GO is sent back."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(CONTROL)
+    s.sendall(json.dumps(req).encode() + b"\n")
+    f = s.makefile("rb")
+    try:
+        while True:
+            line = f.readline()
+            if not line:
+                return {"exception": "control connection closed without an answer"}
+            if line.startswith(b"MARK "):
+                if on_mark:
+                    on_mark(line[5:].strip().decode())
+                s.sendall(b"GO\n")
+                continue
+            return json.loads(line)
+    except socket.timeout:
+        return {"exception": "no answer from the app within %d s" % timeout}
+    finally:
+        s.close()
+
+
+def judge(rec, killed):
+    """The outcome of one session the fault touched, and whether it is allowed."""
+    if "connect_error" in rec:
+        return "connect_error_%d" % rec["connect_error"], False
+    if rec.get("timeout"):
+        return "hang", False
+    if rec.get("terminals", 0) > 1:
+        return "several_terminals", False
+    if rec.get("terminals") == 1:
+        t = next(e for e in rec["envelopes"] if e["type"] in ("exit", "error"))
+        if not rec.get("eof"):
+            return "terminal_without_eof", False
+        if t["type"] == "error":
+            return "error:%s" % t.get("code"), t.get("code") in STABLE_CODES
+        return "exit:%s" % (t.get("code") if t.get("code") is not None else t.get("signal")), True
+    if rec.get("eof"):
+        return "eof_without_terminal", killed
+    return "no_outcome", False
+
+
+class Campaign:
+    def __init__(self, seed, out_path):
+        self.rnd = random.Random(seed)
+        self.seed = seed
+        self.out_path = out_path
+        self.result = {"seed": seed, "tolerances": {"fds": FD_TOL, "RssAnon_kB": RSS_ANON_TOL_KB,
+                                                    "VmRSS_kB": RSS_TOL_KB}, "cases": {}}
+        self.ok = True
+
+    def baseline(self):
+        """Resources of an idle supervisor after one session (lazy allocations made)."""
+        p = request({"op": "probe"})
+        wait_until(10, lambda: status_text() == "0 sessions, 0 handshakes")
+        return {"probe": judge(p, False)[0], **resources(supervisor_pid())}
+
+    def invariant(self, case_cursor, base, extra_fail=()):
+        inv = {"failures": list(extra_fail)}
+        t0 = time.monotonic()
+        gone = wait_until(40, lambda: not leftover_units())
+        left = [] if gone else leftover_units()
+        inv["units_left"] = left
+        inv["units_gone_s"] = round(time.monotonic() - t0, 2)
+        if left:
+            inv["failures"].append("units left: %s" % " ".join(left))
+        p = request({"op": "probe"})
+        outcome, _ = judge(p, False)
+        inv["probe"] = outcome
+        if outcome != "exit:0" or not p.get("saw_output"):
+            inv["failures"].append("new session: %s" % outcome)
+        st = wait_until(10, lambda: status_text() == "0 sessions, 0 handshakes") and status_text()
+        inv["status"] = st or status_text()
+        if not st:
+            inv["failures"].append("STATUS=%r" % inv["status"])
+        j = sup_journal(case_cursor)
+        unproven = [m for m, _ in j if "not proven gone" in m]
+        inv["not_proven_gone"] = len(unproven)
+        if unproven:
+            inv["failures"].append("not proven gone: %s" % unproven[:3])
+        r = resources(supervisor_pid())
+        inv.update(fds=r.get("fds"), VmRSS=r.get("VmRSS"), RssAnon=r.get("RssAnon"), pid=r["pid"])
+        if r.get("fds") is None or abs(r["fds"] - base["fds"]) > FD_TOL:
+            inv["failures"].append("fds %s, baseline %s" % (r.get("fds"), base["fds"]))
+        if r.get("RssAnon") is None or r["RssAnon"] - base["RssAnon"] > RSS_ANON_TOL_KB:
+            inv["failures"].append("RssAnon %s kB, baseline %s kB" % (r.get("RssAnon"), base["RssAnon"]))
+        if r.get("VmRSS") is None or r["VmRSS"] - base["VmRSS"] > RSS_TOL_KB:
+            inv["failures"].append("VmRSS %s kB, baseline %s kB" % (r.get("VmRSS"), base["VmRSS"]))
+        inv["pass"] = not inv["failures"]
+        return inv
+
+    def record(self, name, case):
+        reps = case["repetitions"]
+        case["passed"] = sum(1 for r in reps if r["invariant"]["pass"])
+        case["failed"] = len(reps) - case["passed"]
+        self.result["cases"][name] = case
+        if case["failed"]:
+            self.ok = False
+        with open(self.out_path, "w") as f:
+            json.dump(self.result, f, indent=1)
+        fds = [r["invariant"]["fds"] for r in reps if r["invariant"]["fds"] is not None]
+        anon = [r["invariant"]["RssAnon"] for r in reps if r["invariant"]["RssAnon"] is not None]
+        print("faults %s: %d/%d repetitions passed; %s; fds baseline %s, after each %s..%s; "
+              "RssAnon baseline %s kB, after each %s..%s kB; %.0f s" % (
+                  name, case["passed"], len(reps), case["summary"], case["baseline"]["fds"],
+                  min(fds, default="-"), max(fds, default="-"), case["baseline"].get("RssAnon"),
+                  min(anon, default="-"), max(anon, default="-"), case["seconds"]), flush=True)
+        for i, r in enumerate(reps):
+            if not r["invariant"]["pass"]:
+                print("  repetition %d FAILED: %s" % (i + 1, "; ".join(r["invariant"]["failures"])), flush=True)
+
+    # --- case 1 ---------------------------------------------------------------------------------------
+    def sigkill(self, n):
+        t_case = time.monotonic()
+        cursor = journal_cursor()
+        base = self.baseline()
+        reps, outcomes = [], {}
+        phases = []
+        while len(phases) < n:
+            cycle = list(KILL_WINDOWS)
+            self.rnd.shuffle(cycle)
+            phases += cycle
+        last_kill = 0.0
+        for phase in phases[:n]:
+            # systemd's default start limit (5 starts in 10 s) would leave the
+            # socket failed (service-start-limit-hit): at most one kill per 2.5 s.
+            time.sleep(max(0.0, last_kill + 2.5 - time.monotonic()))
+            lo, hi = KILL_WINDOWS[phase]
+            delay_ms = round(self.rnd.uniform(lo, hi), 1)
+            pid = supervisor_pid()
+            rep = {"phase": phase, "delay_ms": delay_ms, "killed_pid": pid}
+            rep_cursor = journal_cursor()
+
+            def on_mark(what, rep=rep):
+                time.sleep(delay_ms / 1000)
+                rep["killed"] = False
+                if pid > 0:   # never kill(0): that is the driver's own process group
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                        rep["killed"] = True
+                    except ProcessLookupError:
+                        pass
+                rep["units_at_kill"] = leftover_units()
+                nonlocal last_kill
+                last_kill = time.monotonic()
+
+            rec = request({"op": "kill", "phase": phase, "timeout": 60}, on_mark)
+            fails = []
+            if "exception" in rec:
+                fails.append("app: %s" % rec["exception"])
+            if not rep.get("killed"):
+                fails.append("the supervisor was not killed (no mark, or already gone)")
+            outcome, allowed = judge(rec, killed=True)
+            rep["outcome"] = outcome
+            rep["session"] = rec
+            if not allowed:
+                fails.append("session outcome %s" % outcome)
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            inv = self.invariant(cursor, base, fails)
+            # The killed instance's units: each one proven gone by the new
+            # instance's start-up recovery (journal), or already collected by
+            # systemd when the dead instance's AddRef went with its bus
+            # connection (then the new instance never saw it); GetUnit must
+            # say NoSuchUnit for every one either way.
+            j = sup_journal(rep_cursor)
+            proven = {u for m, u in j if m in ("leftover PTY unit proven gone", "PTY unit proven gone")}
+            at_kill = rep.get("units_at_kill", [])
+            rep["leftovers_proven_gone"] = sorted(set(at_kill) & proven)
+            rep["leftovers_collected_by_systemd"] = sorted(set(at_kill) - proven)
+            still = [u for u in at_kill if not unit_gone(u)]
+            if still:
+                inv["failures"].append("GetUnit still finds %s" % " ".join(still))
+                inv["pass"] = False
+            rep["restarted_pid"] = inv["pid"]
+            rep["invariant"] = inv
+            reps.append(rep)
+        eof_only = outcomes.get("eof_without_terminal", 0)
+        proven = sum(len(r.get("leftovers_proven_gone", [])) for r in reps)
+        collected = sum(len(r.get("leftovers_collected_by_systemd", [])) for r in reps)
+        phases_hit = {}
+        for r in reps:
+            phases_hit[r["phase"]] = phases_hit.get(r["phase"], 0) + 1
+        self.record("sigkill", {"count": n, "baseline": base, "repetitions": reps, "outcomes": outcomes,
+                                "eof_without_terminal_after_kill": eof_only, "phases": phases_hit,
+                                "summary": "phases %s, outcomes %s (EOF without a terminal envelope after the "
+                                           "kill: %d), units left at the kill: %d proven gone by the new "
+                                           "instance, %d collected by systemd before it" % (
+                                               json.dumps(phases_hit, sort_keys=True),
+                                               json.dumps(outcomes, sort_keys=True), eof_only, proven, collected),
+                                "seconds": round(time.monotonic() - t_case, 1)})
+
+    # --- case 2 ---------------------------------------------------------------------------------------
+    def systemd_op(self, verb, n, m):
+        t_case = time.monotonic()
+        cursor = journal_cursor()
+        base = self.baseline()
+        reps, outcomes = [], {}
+        for _ in range(n):
+            before = self.rnd.uniform(0.0, 1.0)
+            after = self.rnd.uniform(0.0, 0.5)
+            pid = supervisor_pid()
+            rep_cursor = journal_cursor()
+            rep = {"before_s": round(before, 3), "after_s": round(after, 3)}
+
+            def on_mark(what, rep=rep):
+                rep["units_live"] = len([u for u in leftover_units() if SESSION_UNIT.match(u)])
+                time.sleep(before)
+                t0 = time.monotonic()
+                p = run("systemctl", verb)
+                rep["systemctl_rc"] = p.returncode
+                rep["systemctl_s"] = round(time.monotonic() - t0, 2)
+                time.sleep(after)
+
+            ans = request({"op": "live", "m": m, "timeout": 120}, on_mark)
+            fails = []
+            if "exception" in ans:
+                fails.append("app: %s" % ans["exception"])
+            if rep.get("systemctl_rc") != 0:
+                fails.append("systemctl %s exit %s" % (verb, rep.get("systemctl_rc")))
+            if rep.get("units_live") != m:
+                fails.append("%s of %s units live at the fault" % (rep.get("units_live"), m))
+            sess = ans.get("sessions", [])
+            rep_out = {}
+            for rec in sess:
+                outcome, allowed = judge(rec, killed=False)
+                if outcome == "exit:0" and not rec.get("rounds_after_stop"):
+                    outcome, allowed = "exit_without_echo_after_fault", False
+                rep_out[outcome] = rep_out.get(outcome, 0) + 1
+                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+                if not allowed:
+                    fails.append("session outcome %s" % outcome)
+            if len(sess) != m:
+                fails.append("%d sessions reported, %d asked" % (len(sess), m))
+            rep["outcomes"] = rep_out
+            rep["max_rtt_ms"] = max((r.get("max_rtt_ms", 0) for r in sess), default=None)
+            rep["sessions"] = sess
+            if supervisor_pid() != pid:
+                fails.append("the supervisor changed pid %d -> %d" % (pid, supervisor_pid()))
+            # A re-exec takes systemd off the bus and back: the supervisor must have seen it.
+            rep["systemd_appeared_lines"] = sum(1 for msg, _ in sup_journal(rep_cursor)
+                                                if msg.startswith("systemd appeared on the bus"))
+            if verb == "daemon-reexec" and rep["systemd_appeared_lines"] < 1:
+                fails.append("no 'systemd appeared on the bus' from the supervisor after the re-exec")
+            rep["invariant"] = self.invariant(cursor, base, fails)
+            reps.append(rep)
+        name = verb.replace("daemon-", "")
+        self.record(name, {"count": n, "sessions": m, "baseline": base, "repetitions": reps,
+                           "outcomes": outcomes,
+                           "summary": "%d x %d sessions, outcomes %s, max echo round trip %s ms" % (
+                               n, m, json.dumps(outcomes, sort_keys=True),
+                               max((r["max_rtt_ms"] or 0 for r in reps), default=None)),
+                           "seconds": round(time.monotonic() - t_case, 1)})
+
+    # --- case 3 ---------------------------------------------------------------------------------------
+    def churn(self, total):
+        t_case = time.monotonic()
+        cursor = journal_cursor()
+        base = self.baseline()
+        rounds = 4 if total <= 4000 else 10
+        per = total // rounds
+        reps = []
+        for _ in range(rounds):
+            pid = supervisor_pid()
+            n_root = per // 5
+            rep = {"app_cycles": per - n_root, "root_cycles": n_root, "samples": []}
+            stop = threading.Event()
+            root_codes = {}
+
+            def root_churn(seed=self.rnd.randrange(1 << 30)):
+                rr = random.Random(seed)
+                for _ in range(n_root):
+                    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    try:
+                        c.connect(SUPERVISOR_SOCK)
+                        if rr.random() < 0.5:
+                            c.settimeout(10)
+                            data = b""
+                            while True:
+                                chunk = c.recv(4096)
+                                if not chunk:
+                                    break
+                                data += chunk
+                            m = re.search(rb'"code":"([a-z_]+)"', data)
+                            k = m.group(1).decode() if m else "eof"
+                        else:
+                            k = "closed_at_once"
+                    except OSError as e:
+                        k = type(e).__name__
+                    finally:
+                        c.close()
+                    root_codes[k] = root_codes.get(k, 0) + 1
+
+            def sampler():
+                while not stop.is_set():
+                    rep["samples"].append(resources(pid))
+                    stop.wait(0.25)
+
+            th = [threading.Thread(target=root_churn), threading.Thread(target=sampler)]
+            for t in th:
+                t.start()
+            t0 = time.monotonic()
+            ans = request({"op": "churn", "n": per - n_root, "seed": self.rnd.randrange(1 << 30)})
+            th[0].join()
+            rep["seconds"] = round(time.monotonic() - t0, 2)
+            stop.set()
+            th[1].join()
+            fails = []
+            if "exception" in ans:
+                fails.append("app: %s" % ans["exception"])
+            rep["app"] = {k: ans.get(k) for k in ("kinds", "codes")}
+            rep["root_codes"] = root_codes
+            good = ans.get("good", [])
+            rep["good_sessions"] = [judge(g, False)[0] for g in good]
+            bad_good = [o for o in rep["good_sessions"] if o != "exit:0"]
+            if bad_good:
+                fails.append("sessions during the churn: %s" % bad_good)
+            if supervisor_pid() != pid:
+                fails.append("the supervisor changed pid %d -> %d" % (pid, supervisor_pid()))
+            peak = [s for s in rep["samples"] if "fds" in s]
+            rep["peak_fds"] = max((s["fds"] for s in peak), default=None)
+            rep["peak_RssAnon"] = max((s["RssAnon"] for s in peak), default=None)
+            rep["invariant"] = self.invariant(cursor, base, fails)
+            reps.append(rep)
+        self.record("churn", {"count": total, "rounds": rounds, "baseline": base, "repetitions": reps,
+                              "summary": "%d cycles in %d rounds (%.0f cycles/s), peak fds %s, peak RssAnon %s kB" % (
+                                  total, rounds, total / max(sum(r["seconds"] for r in reps), 0.001),
+                                  max(r["peak_fds"] or 0 for r in reps), max(r["peak_RssAnon"] or 0 for r in reps)),
+                              "seconds": round(time.monotonic() - t_case, 1)})
+
+
+def main():
+    seed, kills, reexecs, reloads, m, churn = (int(a) for a in sys.argv[1:7])
+    c = Campaign(seed, sys.argv[7])
+    c.result["counts"] = {"sigkill": kills, "reexec": reexecs, "reload": reloads, "sessions": m, "churn": churn}
+    print("faults: seed %d (replay: faults.sh --seed %d); SIGKILL x %d, daemon-reexec x %d and daemon-reload "
+          "x %d with %d sessions, churn x %d" % (seed, seed, kills, reexecs, reloads, m, churn), flush=True)
+    c.sigkill(kills)
+    c.systemd_op("daemon-reexec", reexecs, m)
+    c.systemd_op("daemon-reload", reloads, m)
+    c.churn(churn)
+    sys.exit(0 if c.ok else 1)
+
+
+if __name__ == "__main__":
+    main()

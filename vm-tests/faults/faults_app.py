@@ -1,0 +1,290 @@
+#!/usr/bin/python3
+# vm-tests/faults/faults_app.py: the application stand-in for the fault campaign
+# (faults.sh). Runs as the MainPID of opencode-v2.service (User=byk), like
+# vm-tests/supervisor/standin.py, whose connection, helper and frame code it
+# reuses. The root driver (faults.py) sends one JSON request per line over
+# /run/opencode-test/control.sock; while a request runs, the app writes
+# "MARK <what>" lines at the moments a fault is timed from and may wait for a
+# "GO" line back; the last line is the JSON answer.
+# Every session records each envelope it got, whether the connection reached
+# EOF, and whether a deadline passed (a hang): the driver judges them.
+import array
+import json
+import os
+import random
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, "/vm-tests/supervisor")
+import standin  # noqa: E402  (Conn, spawn_helper, frame types)
+
+CONTROL = "/run/opencode-test/control.sock"
+TERMINAL = ("exit", "error")
+
+
+class Link:
+    """The control connection of one request: marks out, GO in."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.rfile = conn.makefile("rb")
+        self.lock = threading.Lock()
+
+    def mark(self, what):
+        with self.lock:
+            self.conn.sendall(("MARK %s\n" % what).encode())
+
+    def wait_go(self):
+        line = self.rfile.readline()
+        return line.strip() == b"GO"
+
+
+class Session:
+    """One session through the real helper, with its whole record."""
+
+    def __init__(self, argv, timeout):
+        self.rec = {"argv0": argv[0], "envelopes": [], "output_len": 0, "eof": False,
+                    "timeout": False}
+        self.argv = argv
+        self.deadline = time.monotonic() + timeout
+        self.out = bytearray()
+        self.c = standin.Conn()
+
+    def connect(self):
+        try:
+            self.c.connect()
+            return True
+        except OSError as e:
+            self.rec["connect_error"] = e.errno
+            return False
+
+    def start(self):
+        dirfd = os.open("/home/byk", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            self.rec["helper_status"] = standin.spawn_helper(self.c.sock, dirfd, self.argv, 80, 24)
+        finally:
+            os.close(dirfd)
+
+    def terminal(self):
+        return next((e for e in self.rec["envelopes"] if e["type"] in TERMINAL), None)
+
+    def pump(self, pred, until=None):
+        """Reads frames until pred() holds; False on EOF or a deadline."""
+        until = until or self.deadline
+        while not pred():
+            try:
+                f = self.c.read_frame(until)
+            except TimeoutError:
+                if until == self.deadline:
+                    self.rec["timeout"] = True
+                return False
+            if f is None:
+                self.rec["eof"] = True
+                return False
+            ftype, payload = f
+            if ftype == standin.OUTPUT:
+                self.rec["output_len"] += len(payload)
+                self.out.extend(payload)
+                del self.out[:-4096]  # only the tail is ever searched
+            elif ftype == standin.EVENT:
+                env = json.loads(payload)
+                self.rec["envelopes"].append({k: env.get(k) for k in ("type", "code", "signal", "unit")
+                                              if k in env})
+            else:
+                self.rec.setdefault("unexpected", []).append(ftype)
+        return True
+
+    def started(self):
+        return self.pump(lambda: any(e["type"] in ("started",) + TERMINAL for e in self.rec["envelopes"])) and \
+            self.rec["envelopes"][0]["type"] == "started"
+
+    def finish(self):
+        """Reads to the terminal envelope, then to EOF (nothing may follow it)."""
+        self.pump(lambda: self.terminal() is not None)
+        if self.terminal() is not None and not self.rec["eof"]:
+            self.pump(lambda: False, time.monotonic() + 10)
+        self.rec["terminals"] = sum(1 for e in self.rec["envelopes"] if e["type"] in TERMINAL)
+        self.c.sock.close()
+        return self.rec
+
+
+# --- case 1: one session, the supervisor SIGKILLed at a chosen phase ----------------------------------
+KILL_ARGV = {
+    "handshake": ["true"],
+    "start": ["sh", "-c", "echo started-ok; sleep 2"],
+    "streaming": ["yes"],
+    "stopping": ["sh", "-c", "trap '' TERM HUP; echo armed; while :; do sleep 0.1; done"],
+    "cleanup": ["sh", "-c", "sleep 0.3; exit 3"],
+}
+
+
+def kill_session(req, link):
+    phase = req["phase"]
+    s = Session(KILL_ARGV[phase], req.get("timeout", 60))
+    if not s.connect():
+        return s.rec
+    if phase == "handshake":
+        # Connected (accepted, or still in the listen backlog), no START yet.
+        link.mark("connected")
+        link.wait_go()
+        s.start()
+    else:
+        s.start()
+        if phase == "start":
+            link.mark("start-sent")   # START is out: StartTransientUnit follows
+        elif s.started():
+            if phase == "streaming":
+                s.pump(lambda: s.rec["output_len"] > 0)
+                link.mark("streaming")
+            elif phase == "stopping":
+                s.pump(lambda: b"armed" in s.out)
+                s.c.send(standin.STOP)
+                link.mark("stop-sent")
+            else:
+                link.mark("running")
+    return s.finish()
+
+
+# --- case 2: M live sessions through daemon-reexec / daemon-reload ------------------------------------
+def live(req, link):
+    m = req["m"]
+    gate = threading.Semaphore(8)   # at most 8 between connect and started (PROTOCOL section 8)
+    stop = threading.Event()
+    ready = threading.Barrier(m + 1)
+    recs = [None] * m
+
+    def one(i):
+        s = Session(["cat"], req.get("timeout", 120))
+        s.rec.update(rounds=0, rounds_after_stop=0, max_rtt_ms=0.0)
+        recs[i] = s.rec
+        with gate:
+            ok = s.connect() and (s.start() or True) and s.started()
+        try:
+            ready.wait(60)
+        except threading.BrokenBarrierError:
+            pass
+        if not ok:
+            s.finish()
+            return
+        n = 0
+        while True:
+            last = stop.is_set()
+            n += 1
+            token = ("s%d-r%d" % (i, n)).encode()
+            t0 = time.monotonic()
+            s.c.send(standin.INPUT, token + b"\n")
+            if not s.pump(lambda: token + b"\r\n" + token in s.out):
+                break
+            s.rec["max_rtt_ms"] = max(s.rec["max_rtt_ms"], round((time.monotonic() - t0) * 1000, 1))
+            s.rec["rounds"] += 1
+            if last:
+                s.rec["rounds_after_stop"] += 1
+                s.c.send(standin.EOF)   # cat ends: exit 0
+                break
+            time.sleep(0.2)
+        s.finish()
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(m)]
+    for t in threads:
+        t.start()
+    try:
+        ready.wait(90)
+    except threading.BrokenBarrierError:
+        pass
+    link.mark("live")
+    link.wait_go()          # the driver has done its daemon-reexec/-reload
+    stop.set()
+    for t in threads:
+        t.join()
+    return {"sessions": recs}
+
+
+# --- case 3: connection churn ---------------------------------------------------------------------------
+def churn(req, link):
+    rnd = random.Random(req["seed"])
+    kinds = {}
+    codes = {}
+    good = []
+    for i in range(req["n"]):
+        if i % 250 == 249:   # the supervisor still serves during the churn
+            s = Session(["true"], 30)
+            if s.connect():
+                s.start()
+                s.started()
+            good.append(s.finish())
+            continue
+        kind = rnd.choice(["close", "close", "garbage", "garbage_read", "garbage_fd", "no_start", "half_header"])
+        kinds[kind] = kinds.get(kind, 0) + 1
+        c = standin.Conn()
+        try:
+            c.connect()
+        except OSError as e:
+            codes["connect_errno_%d" % e.errno] = codes.get("connect_errno_%d" % e.errno, 0) + 1
+            continue
+        try:
+            if kind in ("garbage", "garbage_read"):
+                c.sock.sendall(rnd.randbytes(rnd.randint(8, 64)))
+            elif kind == "garbage_fd":
+                # A descriptor in the first segment, as the helper sends it, with
+                # random bytes for a frame: the supervisor decodes the header.
+                dirfd = os.open("/home/byk", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                try:
+                    c.sock.sendmsg([bytes([rnd.choice([1, 1, 2])]) + rnd.randbytes(rnd.randint(7, 40))],
+                                   [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [dirfd]))])
+                finally:
+                    os.close(dirfd)
+            elif kind == "half_header":
+                c.sock.sendall(b"\x01\x01\x00")
+            elif kind == "no_start":
+                time.sleep(rnd.random() * 0.005)
+            if kind in ("garbage_read", "garbage_fd"):
+                f = c.read_frame(time.monotonic() + 10)
+                code = json.loads(f[1]).get("code", "?") if f and f[0] == standin.EVENT else "eof"
+                codes[code] = codes.get(code, 0) + 1
+        except (OSError, TimeoutError) as e:
+            codes[type(e).__name__] = codes.get(type(e).__name__, 0) + 1
+        c.sock.close()
+    return {"kinds": kinds, "codes": codes, "good": good}
+
+
+# --- the invariant check's "a new session works" -------------------------------------------------------
+def probe(req, link):
+    s = Session(["sh", "-c", "echo probe-ok; exit 0"], req.get("timeout", 30))
+    if s.connect():
+        s.start()
+        s.started()
+    rec = s.finish()
+    rec["saw_output"] = b"probe-ok" in s.out
+    return rec
+
+
+OPS = {"kill": kill_session, "live": live, "churn": churn, "probe": probe}
+
+
+def serve():
+    try:
+        os.unlink(CONTROL)
+    except FileNotFoundError:
+        pass
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    srv.bind(CONTROL)
+    srv.listen(4)
+    while True:
+        conn, _ = srv.accept()
+        with conn:
+            link = Link(conn)
+            try:
+                req = json.loads(link.rfile.readline())
+                answer = OPS[req["op"]](req, link)
+            except Exception as e:  # report, keep serving
+                answer = {"exception": repr(e)}
+            try:
+                conn.sendall(json.dumps(answer).encode() + b"\n")
+            except OSError:
+                pass
+
+
+if __name__ == "__main__":
+    serve()
