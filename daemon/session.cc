@@ -477,8 +477,14 @@ void Session::MaybeSendExit() noexcept {
   }
   w.Str("result", ResultText(exact, exit_->result, signal_reported));
   w.Bool("exact", exact.has_value());
+  QueueTerminal(w.Finish());
+}
+
+// The one terminal envelope (exit or error): the session is ENDING and the
+// client has kTerminalFlushDeadlineUsec to read what is left.
+void Session::QueueTerminal(std::string envelope) noexcept {
   terminal_queued_ = true;
-  pump_->QueueTerminal(w.Finish());
+  pump_->QueueTerminal(std::move(envelope));
   SetState(State::kEnding);
   Arm(Deadline::kFlush, limits::kTerminalFlushDeadlineUsec);
 }
@@ -493,10 +499,7 @@ void Session::SendLaunchFailed(uint8_t status) noexcept {
       .Str("message", ClientMessage(ErrorCode::kLaunchFailed))
       .Str("reason", reason)
       .Int("status", status);
-  terminal_queued_ = true;
-  pump_->QueueTerminal(w.Finish());
-  SetState(State::kEnding);
-  Arm(Deadline::kFlush, limits::kTerminalFlushDeadlineUsec);
+  QueueTerminal(w.Finish());
 }
 
 // ------------------------------------------------------------ ending
@@ -545,10 +548,7 @@ void Session::Fail(ErrorCode code, std::string_view detail) noexcept {
   pump_->DetachPty();
   EnvelopeWriter w("error");
   w.Str("code", ErrorCodeName(code)).Str("message", ClientMessage(code));
-  terminal_queued_ = true;
-  pump_->QueueTerminal(w.Finish());
-  SetState(State::kEnding);
-  Arm(Deadline::kFlush, limits::kTerminalFlushDeadlineUsec);
+  QueueTerminal(w.Finish());
   BeginReap();
   MaybeFinish();
 }

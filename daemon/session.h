@@ -111,6 +111,7 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   void OnReaped(absl::Status status) noexcept;
   void MaybeSendExit() noexcept;
   void SendLaunchFailed(uint8_t status) noexcept;
+  void QueueTerminal(std::string envelope) noexcept;
   void Fail(ErrorCode code, std::string_view detail) noexcept;
   void DropClient() noexcept;
   void MaybeFinish() noexcept;

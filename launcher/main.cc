@@ -148,7 +148,7 @@ int Report(int fd, int status, const char* what, std::string_view detail = {}) {
                          {const_cast<char*>(what), strlen(what)},
                          {const_cast<char*>("\n"), 1}};
   (void)!writev(fd, iov, 4);
-  if (channel >= 0 && status != kExitCannotExecute && status != kExitNotFound) {
+  if (channel >= 0) {  // -1 in the command's child: its 126/127 are the command's exit
     uint8_t m[opencode::kChannelFailedBytes];
     opencode::EncodeLaunchFailed(uint8_t(status), m);
     (void)!send(channel, m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);

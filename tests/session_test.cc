@@ -185,6 +185,11 @@ struct SessionTest : ::testing::Test {
   void FromUnit(const std::string& packet) {
     ASSERT_EQ(send(resize_peer.get(), packet.data(), packet.size(), MSG_NOSIGNAL), ssize_t(packet.size()));
   }
+  void SendStop() {
+    std::string f;
+    AppendFrame(FrameType::kStop, std::string_view(), &f);
+    ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  }
   void SendSignalFrame(uint8_t signo) {
     std::string f;
     AppendFrame(FrameType::kSignal, std::string_view(reinterpret_cast<const char*>(&signo), 1), &f);
@@ -391,9 +396,7 @@ TEST_F(SessionTest, NoReportAfterAStopIsNeverCodeZero) {
   reader.fd = client.get();
   int unit = ToRunning();
   FromUnit(std::string("E\x00\x00\x10\x01", 5));
-  std::string f;
-  AppendFrame(FrameType::kStop, std::string_view(), &f);
-  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  SendStop();
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
   systemd.Answer("StopUnit", absl::OkStatus());
   Envelope e = FinishUnit(unit, CLD_EXITED, 0, "timeout");
@@ -410,9 +413,7 @@ TEST_F(SessionTest, AStoppedCommandIsNeverASuccess) {
   reader.fd = client.get();
   int unit = ToRunning();
   FromUnit(std::string("E\x00\x00\x10\x01", 5));
-  std::string f;
-  AppendFrame(FrameType::kStop, std::string_view(), &f);
-  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  SendStop();
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
   systemd.Answer("StopUnit", absl::OkStatus());
   FromUnit(std::string("Xk\x01", 3));
@@ -427,9 +428,7 @@ TEST_F(SessionTest, AStoppedCommandIsNeverASuccess) {
 TEST_F(SessionTest, AStopWithoutAReportIsTermNotSuccess) {
   reader.fd = client.get();
   int unit = ToRunning();
-  std::string f;
-  AppendFrame(FrameType::kStop, std::string_view(), &f);
-  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  SendStop();
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
   systemd.Answer("StopUnit", absl::OkStatus());
   Envelope e = FinishUnit(unit, CLD_EXITED, 0, "success");
@@ -509,9 +508,7 @@ TEST_F(SessionTest, ARepeatedReportStopsTheReading) {
 TEST_F(SessionTest, StopRequestStopsTheUnit) {
   reader.fd = client.get();
   ToRunning();
-  std::string f;
-  AppendFrame(FrameType::kStop, std::string_view(), &f);
-  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  SendStop();
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
   ASSERT_TRUE(Wait([&] {
     reader.Drain();
@@ -527,9 +524,7 @@ TEST_F(SessionTest, StopRequestStopsTheUnit) {
 TEST_F(SessionTest, FailedStopUnitEndsWithStopFailedAndReaps) {
   reader.fd = client.get();
   ToRunning();
-  std::string f;
-  AppendFrame(FrameType::kStop, std::string_view(), &f);
-  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  SendStop();
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
   systemd.Answer("StopUnit", absl::UnavailableError("org.freedesktop.DBus.Error.NoReply: timeout"));
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("UnrefUnit") != nullptr; }, 2000))
@@ -544,9 +539,7 @@ TEST_F(SessionTest, FailedStopUnitEndsWithStopFailedAndReaps) {
 TEST_F(SessionTest, StopThatNeverFinishesEndsAtTheStopDeadline) {
   reader.fd = client.get();
   ToRunning();
-  std::string f;
-  AppendFrame(FrameType::kStop, std::string_view(), &f);
-  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  SendStop();
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
   systemd.Answer("StopUnit", absl::OkStatus());
   // systemd keeps saying "active" (a stop that hangs).
@@ -562,9 +555,7 @@ TEST_F(SessionTest, StopThatNeverFinishesEndsAtTheStopDeadline) {
 TEST_F(SessionTest, FinishedUnitWhoseStreamNeverEndsGetsOutputIncompleteThenExit) {
   reader.fd = client.get();
   ToRunning();  // the test keeps the unit's end of the stream open: no EOF
-  std::string f;
-  AppendFrame(FrameType::kStop, std::string_view(), &f);
-  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  SendStop();
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
   systemd.Answer("StopUnit", absl::OkStatus());
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
