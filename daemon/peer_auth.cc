@@ -134,8 +134,8 @@ namespace {
 // cancels every outstanding D-Bus call (their slots are members).
 class BusAuth final : public PendingCall {
  public:
-  BusAuth(sd_bus* bus, BusAuthConfig config, AuthDone done)
-      : bus_(bus), config_(config), done_(std::move(done)) {}
+  BusAuth(const BusSource* source, BusAuthConfig config, AuthDone done)
+      : source_(source), config_(config), done_(std::move(done)) {}
 
   // May finish synchronously (refusal from kernel facts alone).
   void Start(int sock) {
@@ -165,11 +165,11 @@ class BusAuth final : public PendingCall {
       return Finish(ErrorCode::kUnauthenticated, "peer exited before its cgroup was read");
     facts_.cgroup = std::move(*cgroup);
 
-    auto call = NewManagerCall(bus_, "GetUnit");
+    auto call = NewManagerCall(source_->bus(), "GetUnit");
     if (!call.ok()) return Finish(ErrorCode::kInternal, call.status().ToString());
     int r = sd_bus_message_append(call->get(), "s", kClientUnit);
     if (r < 0) return Finish(ErrorCode::kInternal, "append GetUnit");
-    auto pending = CallAsync(bus_, call->get(), [this](sd_bus_message* m) { OnGetUnit(m); });
+    auto pending = CallAsync(source_->bus(), call->get(), [this](sd_bus_message* m) { OnGetUnit(m); });
     if (!pending.ok()) return Finish(ErrorCode::kInternal, pending.status().ToString());
     get_unit_ = std::move(*pending);
   }
@@ -184,9 +184,9 @@ class BusAuth final : public PendingCall {
       return Finish(ErrorCode::kUnauthenticated, "GetUnit: malformed reply");
     std::string unit_path(path);
 
-    auto unit_call = NewGetAllCall(bus_, unit_path.c_str(), kUnitInterface);
-    auto service_call = NewGetAllCall(bus_, unit_path.c_str(), kServiceInterface);
-    auto pidfd_call = NewManagerCall(bus_, "GetUnitByPIDFD");
+    auto unit_call = NewGetAllCall(source_->bus(), unit_path.c_str(), kUnitInterface);
+    auto service_call = NewGetAllCall(source_->bus(), unit_path.c_str(), kServiceInterface);
+    auto pidfd_call = NewManagerCall(source_->bus(), "GetUnitByPIDFD");
     if (!unit_call.ok() || !service_call.ok() || !pidfd_call.ok())
       return Finish(ErrorCode::kInternal, "cannot build identity calls");
     // sd-bus duplicates the pidfd into the message; the message is dropped at
@@ -194,17 +194,17 @@ class BusAuth final : public PendingCall {
     if (sd_bus_message_append(pidfd_call->get(), "h", creds_.pidfd.get()) < 0)
       return Finish(ErrorCode::kInternal, "append pidfd");
 
-    auto a = CallAsync(bus_, unit_call->get(), [this](sd_bus_message* m) {
+    auto a = CallAsync(source_->bus(), unit_call->get(), [this](sd_bus_message* m) {
       unit_call_.reset();
       unit_reply_.reset(sd_bus_message_ref(m));
       MaybeDecide();
     });
-    auto b = CallAsync(bus_, service_call->get(), [this](sd_bus_message* m) {
+    auto b = CallAsync(source_->bus(), service_call->get(), [this](sd_bus_message* m) {
       service_call_.reset();
       service_reply_.reset(sd_bus_message_ref(m));
       MaybeDecide();
     });
-    auto c = CallAsync(bus_, pidfd_call->get(), [this](sd_bus_message* m) {
+    auto c = CallAsync(source_->bus(), pidfd_call->get(), [this](sd_bus_message* m) {
       pidfd_call_.reset();
       pidfd_reply_.reset(sd_bus_message_ref(m));
       MaybeDecide();
@@ -258,7 +258,7 @@ class BusAuth final : public PendingCall {
     done(std::move(result));  // may destroy *this
   }
 
-  sd_bus* bus_;
+  const BusSource* source_;
   BusAuthConfig config_;
   AuthDone done_;
   PeerCredentials creds_;
@@ -270,22 +270,22 @@ class BusAuth final : public PendingCall {
 
 class BusAuthenticator final : public Authenticator {
  public:
-  BusAuthenticator(sd_bus* bus, BusAuthConfig config) : bus_(bus), config_(config) {}
+  BusAuthenticator(const BusSource* source, BusAuthConfig config) : source_(source), config_(config) {}
   std::unique_ptr<PendingCall> Authenticate(int sock, AuthDone done) override {
-    auto auth = std::make_unique<BusAuth>(bus_, config_, std::move(done));
+    auto auth = std::make_unique<BusAuth>(source_, config_, std::move(done));
     auth->Start(sock);
     return auth;
   }
 
  private:
-  sd_bus* bus_;
+  const BusSource* source_;
   BusAuthConfig config_;
 };
 
 }  // namespace
 
-std::unique_ptr<Authenticator> NewBusAuthenticator(sd_bus* bus, BusAuthConfig config) {
-  return std::make_unique<BusAuthenticator>(bus, config);
+std::unique_ptr<Authenticator> NewBusAuthenticator(const BusSource* source, BusAuthConfig config) {
+  return std::make_unique<BusAuthenticator>(source, config);
 }
 
 }  // namespace opencode::daemon
