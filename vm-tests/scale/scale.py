@@ -229,7 +229,10 @@ class Suite:
             need = base["fds"] + fds * cap + 2 * 16   # + pending handshakes (kMaxPendingHandshakes, 2 each)
             self.check("%s: descriptors per session (%.2f) x kMaxSessions (%d) fit the supervisor's LimitNOFILE (%d)" % (
                 tag, fds, cap, nofile), 0 < need <= nofile, "needs %d of %d" % (need, nofile))
-            if t_slice:
+            if not t_slice:
+                self.check("%s: tasks of opencode-pty.slice counted" % tag, False,
+                           "neither TasksCurrent nor the slice's cgroup tree gave a count")
+            else:
                 tmax = lim["slice_TasksMax"]
                 tneed = t_slice / k * cap
                 self.check("%s: tasks per session (%.2f) x kMaxSessions (%d) fit opencode-pty.slice TasksMax (%s) "
@@ -292,11 +295,16 @@ class Suite:
                    owner and owner == owner_after, "%s -> %s" % (owner, owner_after))
 
         # --- the journal since the round began -------------------------------------------------------
-        j = journal(cursor)
-        sup = [(u, m) for s, u, m in j if s == "supervisor"]
-        proven = collections.Counter(u for u, m in sup if m == "PTY unit proven gone")
-        unproven = [m for u, m in sup if "not proven gone" in m]
         want = set(started)
+        end = time.monotonic() + 10   # journald may lag the supervisor by a moment
+        while True:
+            j = journal(cursor)
+            sup = [(u, m) for s, u, m in j if s == "supervisor"]
+            proven = collections.Counter(u for u, m in sup if m == "PTY unit proven gone")
+            if want <= set(proven) or time.monotonic() >= end:
+                break
+            time.sleep(1)
+        unproven = [m for u, m in sup if "not proven gone" in m]
         twice = [u for u, c in proven.items() if c > 1]
         rd["journal"] = {"entries": len(j), "proven_gone": sum(proven.values()), "not_proven_gone": len(unproven)}
         # A unit whose start failed is proven gone too (not among `started`).
