@@ -155,9 +155,13 @@ def close(req):
         sel.close()
         return {"how": how, "sessions": len(live), "ended_while_held": ended_early,
                 "close_s": round(time.monotonic() - t0, 4)}
+    send_errors = 0
     for s in live:
         if not s.c.eof:
-            s.c.send(standin.STOP)
+            try:
+                s.c.send(standin.STOP)
+            except OSError:   # the supervisor closed it first: judged by what was read
+                send_errors += 1
     t_sent = time.monotonic() - t0
     waiting = {s for s in live if not s.c.eof}
     loop(sel, waiting, lambda s: False, deadline)   # to EOF: after the terminal envelope nothing may come
@@ -166,7 +170,7 @@ def close(req):
     for s in live:
         s.c.sock.close()
     return {"how": how, "sessions": len(live), "ended_while_held": ended_early,
-            "stop_sent_s": round(t_sent, 4), "all_eof_s": round(time.monotonic() - t0, 2),
+            "stop_sent_s": round(t_sent, 4), "stop_send_errors": send_errors, "all_eof_s": round(time.monotonic() - t0, 2),
             "records": recs}
 
 
