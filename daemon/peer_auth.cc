@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/constants.h"
 #include "daemon/status_macros.h"
+#include "daemon/systemd_api.h"
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77  // Linux 6.5; Debian 12's headers predate it
@@ -165,25 +166,17 @@ class BusAuth final : public PendingCall {
       return Finish(ErrorCode::kUnauthenticated, "peer exited before its cgroup was read");
     facts_.cgroup = std::move(*cgroup);
 
-    auto call = NewManagerCall(source_->bus(), "GetUnit");
-    if (!call.ok()) return Finish(ErrorCode::kInternal, call.status().ToString());
-    int r = sd_bus_message_append(call->get(), "s", kClientUnit);
-    if (r < 0) return Finish(ErrorCode::kInternal, "append GetUnit");
-    auto pending = CallAsync(source_->bus(), call->get(), [this](sd_bus_message* m) { OnGetUnit(m); });
-    if (!pending.ok()) return Finish(ErrorCode::kInternal, pending.status().ToString());
-    get_unit_ = std::move(*pending);
+    // All three questions at once, on the object path of the one client unit
+    // (computed here, as sd-bus encodes it): no GetUnit round trip first. If
+    // the unit is not loaded, systemd loads it to answer (MainPID 0, so the
+    // identity check refuses, as GetUnit's NoSuchUnit did).
+    auto unit_path = UnitObjectPath(kClientUnit);
+    if (!unit_path.ok()) return Finish(ErrorCode::kInternal, unit_path.status().ToString());
+    SendIdentityCalls(*unit_path);
   }
 
  private:
-  void OnGetUnit(sd_bus_message* reply) {
-    get_unit_.reset();
-    if (auto st = ReplyStatus(reply); !st.ok())
-      return Finish(ErrorCode::kUnauthenticated, absl::StrCat("GetUnit(", kClientUnit, "): ", st.message()));
-    const char* path = nullptr;
-    if (sd_bus_message_read(reply, "o", &path) <= 0)
-      return Finish(ErrorCode::kUnauthenticated, "GetUnit: malformed reply");
-    std::string unit_path(path);
-
+  void SendIdentityCalls(const std::string& unit_path) {
     auto unit_call = NewGetAllCall(source_->bus(), unit_path.c_str(), kUnitInterface);
     auto service_call = NewGetAllCall(source_->bus(), unit_path.c_str(), kServiceInterface);
     auto pidfd_call = NewManagerCall(source_->bus(), "GetUnitByPIDFD");
@@ -264,7 +257,7 @@ class BusAuth final : public PendingCall {
   PeerCredentials creds_;
   PeerFacts facts_;
   AuthenticatedPeer peer_;
-  Pending get_unit_, unit_call_, service_call_, pidfd_call_;
+  Pending unit_call_, service_call_, pidfd_call_;
   MessagePtr unit_reply_, service_reply_, pidfd_reply_;
 };
 

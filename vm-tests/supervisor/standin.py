@@ -412,6 +412,11 @@ def call(request):
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "serve":
+        # The mass-close case holds kMaxSessions (1,024) connections at once:
+        # the soft limit of a service (1,024) would not even hold them.
+        import resource
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         serve()
     elif mode == "call":
         call(sys.argv[2])
