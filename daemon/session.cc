@@ -281,7 +281,11 @@ void Session::OnStartReply(absl::Status status) noexcept {
     // Only systemd's error; the request (argv) is never logged.
     return Fail(ErrorCode::kUnitStartFailed, SV(status.message()));
   }
-  monitor_->QueryNow();
+  // No query now: systemd answers StartTransientUnit when the start job is
+  // queued, and runs the job only after the calls already waiting in its
+  // loop, so a query here would only delay the start it asks about. The
+  // job's JobRemoved (after this reply on the same connection) is the hint;
+  // the poll tick (kRequeryIntervalUsec) is the safety net.
 }
 
 void Session::OnSnapshot(absl::StatusOr<UnitSnapshot> snapshot) noexcept {

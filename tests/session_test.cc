@@ -84,6 +84,7 @@ UnitSnapshot Finished(UnitSnapshot s, int32_t code, int32_t status, const char* 
 struct SessionTest : ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(tracker.Init().ok());
+    tracker.SystemdConnected();  // signals from systemd are hints from now on
     int sv[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
     client.reset(sv[1]);
@@ -133,6 +134,19 @@ struct SessionTest : ::testing::Test {
     ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
     ASSERT_TRUE(systemd.AnswerGone(true));
   }
+  // systemd answers StartTransientUnit, then its start job ends: the
+  // JobRemoved signal is what makes the session ask (no query before it).
+  void StartJobDone() {
+    std::string unit = systemd.Pending_("StartUnit") ? systemd.Pending_("StartUnit")->unit : "";
+    systemd.Answer("StartUnit", absl::OkStatus());
+    auto m = signals.Signal("/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", "JobRemoved",
+                            "org.freedesktop.systemd1", [&](sd_bus_message* j) {
+                              sd_bus_message_append(j, "uoss", 7u, "/org/freedesktop/systemd1/job/7",
+                                                    unit.c_str(), "done");
+                            });
+    tracker.OnSignal(m.get());
+    tracker.DispatchHints();
+  }
   // Drives a session to RUNNING; returns the unit's end of the PTY stream.
   int ToRunning() {
     Begin();
@@ -142,7 +156,7 @@ struct SessionTest : ::testing::Test {
     request = *call->request;
     unit_fd = call->stream_fd;
     TakeHandoff();
-    systemd.Answer("StartUnit", absl::OkStatus());
+    StartJobDone();
     EXPECT_TRUE(systemd.AnswerSnapshot(GoodSnapshot(request)));
     EXPECT_TRUE(Wait([&] {
       reader.Drain();
@@ -215,6 +229,7 @@ struct SessionTest : ::testing::Test {
 
   EventPtr event = testing::NewEvent();
   UnitTracker tracker{event.get()};
+  testing::MessageFactory signals;
   FakeSystemd systemd;
   FixedAuth auth;
   Observer obs;
@@ -520,7 +535,7 @@ TEST_F(SessionTest, ALauncherThatEndedBeforeItsGoIsLaunchFailed) {
   FromUnit(std::string("F\x65", 2));  // 101: fchdir failed
   close(unit_fd);
   call->stream_fd = -1;
-  systemd.Answer("StartUnit", absl::OkStatus());
+  StartJobDone();
   ASSERT_TRUE(systemd.AnswerSnapshot(GoodSnapshot(request)));
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
   EXPECT_EQ(session->state(), Session::State::kRunning);
@@ -651,7 +666,7 @@ TEST_F(SessionTest, ADropInRefusesTheSessionAndTheLauncherNeverGetsItsGo) {
   std::string in;
   AppendFrame(FrameType::kInput, std::string_view("early\n"), &in);
   ASSERT_EQ(write(client.get(), in.data(), in.size()), static_cast<ssize_t>(in.size()));
-  systemd.Answer("StartUnit", absl::OkStatus());
+  StartJobDone();
   UnitSnapshot planted = GoodSnapshot(request);
   planted.unit["DropInPaths"] =
       std::vector<std::string>{"/etc/systemd/system/opencode-pty-.service.d/x.conf"};
@@ -671,7 +686,7 @@ TEST_F(SessionTest, PropertyMismatchRefusesAndStopsTheUnit) {
   SendStartWithDir();
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("StartUnit") != nullptr; }));
   request = *systemd.Pending_("StartUnit")->request;
-  systemd.Answer("StartUnit", absl::OkStatus());
+  StartJobDone();
   UnitSnapshot weakened = GoodSnapshot(request);
   weakened.service["NoNewPrivileges"] = false;  // systemd ignored it
   ASSERT_TRUE(systemd.AnswerSnapshot(weakened));
@@ -726,7 +741,7 @@ TEST_F(SessionTest, ClientGoneWhileStartTransientUnitInFlight) {
   EXPECT_EQ(obs.finished, 0) << "must not end before systemd answered";
   EXPECT_EQ(systemd.Count("StopUnit"), 0u);
   EXPECT_EQ(systemd.Count("ResetFailedUnit"), 0u);
-  systemd.Answer("StartUnit", absl::OkStatus());  // systemd made the unit after all
+  StartJobDone();  // systemd made the unit after all
   CompleteReap();
   ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
 }
@@ -969,7 +984,7 @@ TEST_F(SessionTest, UnitStartDeadline) {
   Begin();
   SendStartWithDir();
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("StartUnit") != nullptr; }));
-  systemd.Answer("StartUnit", absl::OkStatus());
+  StartJobDone();
   // The start job never finishes (Job stays pending in every answer).
   UnitSnapshot pending = GoodSnapshot(*systemd.calls()[0]->request);
   pending.unit["Job"] = JobRef{5, ObjectPath{"/org/freedesktop/systemd1/job/5"}};
@@ -1076,7 +1091,7 @@ TEST_F(SessionTest, ResizeSentWhileStartingIsAppliedOnceRunning) {
   SendResize(132, 40);  // the last size wins
   testing::RunFor(event.get(), 50);
   EXPECT_TRUE(ReadSizes().empty());  // STARTING: the frames wait in the socket
-  systemd.Answer("StartUnit", absl::OkStatus());
+  StartJobDone();
   ASSERT_TRUE(systemd.AnswerSnapshot(GoodSnapshot(request)));
   std::vector<std::pair<int, int>> got;
   ASSERT_TRUE(Wait([&] {
