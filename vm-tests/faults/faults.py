@@ -408,9 +408,11 @@ class Campaign:
                         c.close()
                     root_codes[k] = root_codes.get(k, 0) + 1
 
+            t_round = time.monotonic()
+
             def sampler():
                 while not stop.is_set():
-                    rep["samples"].append(resources(pid))
+                    rep["samples"].append({"t": round(time.monotonic() - t_round, 2), **resources(pid)})
                     stop.wait(0.25)
 
             th = [threading.Thread(target=root_churn), threading.Thread(target=sampler)]

@@ -12,7 +12,9 @@ import array
 import json
 import os
 import random
+import re
 import socket
+import struct
 import sys
 import threading
 import time
@@ -90,7 +92,8 @@ class Session:
                 del self.out[:-4096]  # only the tail is ever searched
             elif ftype == standin.EVENT:
                 env = json.loads(payload)
-                self.rec["envelopes"].append({k: env.get(k) for k in ("type", "code", "signal", "unit")
+                self.rec["envelopes"].append({k: env.get(k) for k in ("type", "code", "signal", "unit",
+                                                                     "exact", "result")
                                               if k in env})
             else:
                 self.rec.setdefault("unexpected", []).append(ftype)
@@ -249,6 +252,166 @@ def churn(req, link):
     return {"kinds": kinds, "codes": codes, "good": good}
 
 
+# --- soak: random session operations for a while (soak.py) ---------------------------------------------
+RESIZE = 0x06
+SOAK_SIGNALS = {1: "HUP", 2: "INT", 9: "KILL", 10: "USR1", 15: "TERM"}
+# Weighted: the session kinds an application uses most come up most.
+SOAK_KINDS = ["echo", "echo", "exit", "signal", "stop", "stream", "stream", "eof", "close", "resize",
+              "bad_handshake"]
+LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def soak_session(kind, rnd, op):
+    """One session of KIND with random parameters. The record says what was
+    expected (`expect`: the exit envelope's code or signals, or None when the
+    client closes first) and `check`: None when the content was as expected
+    (echoes, exact byte counts, sizes), else what was wrong."""
+    t0 = time.monotonic()
+    if kind == "bad_handshake":
+        # Connect, then close, garbage or half a header: never a session.
+        c = standin.Conn()
+        rec = {"kind": kind, "t0": t0, "check": None, "expect": None}
+        try:
+            c.connect()
+            op("bad_handshake")
+            v = rnd.choice(["close", "garbage", "half_header"])
+            if v == "garbage":
+                c.sock.sendall(rnd.randbytes(rnd.randint(8, 64)))
+            elif v == "half_header":
+                c.sock.sendall(b"\x01\x01\x00")
+        except OSError as e:
+            rec["connect_error"] = e.errno
+        c.sock.close()
+        rec["t1"] = time.monotonic()
+        return rec
+    expect, check = {"code": 0}, None
+    if kind == "echo":
+        argv = ["cat"]
+    elif kind == "exit":
+        n = rnd.randint(0, 120)
+        argv, expect = ["sh", "-c", "exit %d" % n], {"code": n}
+    elif kind in ("signal", "stop"):
+        argv = ["sleep", "60"]
+        sig = rnd.choice(sorted(SOAK_SIGNALS))
+        # STOP: systemd's TERM and HUP reach the command together.
+        expect = {"signal": [SOAK_SIGNALS[sig]] if kind == "signal" else ["TERM", "HUP"]}
+    elif kind == "stream":
+        n = rnd.randint(1, 1 << 20)
+        argv = ["sh", "-c", "yes | head -c %d" % n]
+        want = n + n // 2   # "y\n" pairs; the PTY turns each \n into \r\n
+    elif kind == "eof":
+        lines = ["".join(rnd.choice(LETTERS) for _ in range(rnd.randint(1, 1000))) + "\n"
+                 for _ in range(rnd.randint(1, 4))]   # < 4,096 bytes: the tty's line buffer
+        argv = ["wc", "-c"]
+    elif kind == "close":
+        argv, expect = ["cat"], None
+    elif kind == "resize":
+        argv = ["sh", "-c", "while read a; do stty size; done"]
+        cols, rows = rnd.randint(20, 300), rnd.randint(10, 200)
+    s = Session(argv, 60)
+    s.rec.update(kind=kind, t0=t0, expect=expect)
+
+    def send(s, ftype, payload=b""):
+        # EPIPE/ECONNRESET: the supervisor closed (or was killed); the
+        # outcome is judged from what the connection brings until EOF.
+        try:
+            s.c.send(ftype, payload)
+        except OSError as e:
+            s.rec.setdefault("send_errors", []).append(type(e).__name__)
+
+    if not s.connect():
+        s.rec["t1"] = time.monotonic()
+        return s.rec
+    op("spawn")
+    s.start()
+    if s.started():
+        if kind == "echo":
+            for _ in range(rnd.randint(1, 5)):
+                tok = ("e%08x" % rnd.getrandbits(32) + "".join(rnd.choice(LETTERS)
+                                                               for _ in range(rnd.randint(0, 200)))).encode()
+                send(s, standin.INPUT, tok + b"\n")
+                op("write")
+                if not s.pump(lambda: tok + b"\r\n" + tok in s.out):
+                    check = "echo of a token missing"
+                    break
+            send(s, standin.EOF)
+            op("eof")
+        elif kind == "signal":
+            send(s, standin.SIGNAL, bytes([sig]))
+            op("signal")
+        elif kind == "stop":
+            send(s, standin.STOP)
+            op("stop")
+        elif kind == "stream":
+            if rnd.random() < 0.3:   # a reader that stalls, then catches up
+                time.sleep(rnd.uniform(0.2, 3.0))
+                op("stall")
+        elif kind == "eof":
+            for line in lines:
+                send(s, standin.INPUT, line.encode())
+                op("write")
+            send(s, standin.EOF)
+            op("eof")
+        elif kind == "close":
+            send(s, standin.INPUT, b"bye\n")
+            op("write")
+            s.pump(lambda: b"bye\r\nbye" in s.out)
+            s.c.sock.close()
+            op("close")
+            s.rec.update(t1=time.monotonic(), closed=True)
+            return s.rec
+        elif kind == "resize":
+            send(s, RESIZE, struct.pack(">HH", cols, rows))
+            op("resize")
+            want_size = ("%d %d" % (rows, cols)).encode()
+            for _ in range(50):   # the size travels on the unit channel, the newline on the stream
+                send(s, standin.INPUT, b"\n")
+                op("write")
+                if s.pump(lambda: want_size in s.out, min(s.deadline, time.monotonic() + 0.2)):
+                    break
+            if want_size not in s.out:
+                check = "stty size never said %s" % want_size.decode()
+            send(s, standin.EOF)
+            op("eof")
+    rec = s.finish()
+    rec["t1"] = time.monotonic()
+    if kind == "stream" and rec["output_len"] != want:
+        check = "%d output bytes, %d expected" % (rec["output_len"], want)
+    elif kind == "eof" and not re.search(rb"(^|\n)%d\r\n" % sum(len(l) for l in lines), bytes(s.out)):
+        check = "wc -c did not print %d" % sum(len(l) for l in lines)
+    rec["check"] = check
+    return rec
+
+
+def soak(req, link):
+    end = time.monotonic() + req["seconds"]
+    lock = threading.Lock()
+    ops, recs = {}, []
+
+    def op(name):
+        with lock:
+            ops[name] = ops.get(name, 0) + 1
+
+    def worker(seed):
+        rnd = random.Random(seed)
+        while time.monotonic() < end:
+            kind = rnd.choice(SOAK_KINDS)
+            try:
+                rec = soak_session(kind, rnd, op)
+            except Exception as e:  # the driver counts it as a lost session
+                rec = {"kind": kind, "exception": repr(e)}
+            with lock:
+                recs.append(rec)
+
+    rnd = random.Random(req["seed"])
+    threads = [threading.Thread(target=worker, args=(rnd.randrange(1 << 30),)) for _ in range(req["workers"])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"sessions": recs, "ops": ops}
+
+
 # --- the invariant check's "a new session works" -------------------------------------------------------
 def probe(req, link):
     s = Session(["sh", "-c", "echo probe-ok; exit 0"], req.get("timeout", 30))
@@ -260,7 +423,7 @@ def probe(req, link):
     return rec
 
 
-OPS = {"kill": kill_session, "live": live, "churn": churn, "probe": probe}
+OPS = {"kill": kill_session, "live": live, "churn": churn, "probe": probe, "soak": soak}
 
 
 def serve():
