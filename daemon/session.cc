@@ -5,6 +5,7 @@
 #include "daemon/session.h"
 
 #include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -89,6 +90,10 @@ Session::~Session() = default;
 
 absl::Status Session::Start() {
   ASSIGN_OR_RETURN(id_, NewSessionId());
+  // A peer already gone (or a kernel without SO_PEERPIDFD) leaves this
+  // empty: the authenticator refuses it, and OnAuthenticated fails closed.
+  if (absl::StatusOr<PeerCredentials> cred = ReadPeerCredentials(initial_conn_.get()); cred.ok())
+    peer_pidfd_ = std::move(cred->pidfd);
   int sock = initial_conn_.get();
   pump_ = std::make_unique<Pump>(ctx_.event, std::move(initial_conn_),
                                  static_cast<Pump::Delegate*>(this));
@@ -198,6 +203,16 @@ void Session::OnAuthenticated(AuthResult result) noexcept {
     LogLimited(limiter, LOG_WARNING, Fields(result.code), absl::StrCat("connection refused: ", result.why));
     return Fail(result.code, result.why);
   }
+  // From here on the connection is served only while the process that
+  // authenticated lives: a START, input or a running PTY must not outlive
+  // the MainPID for whoever else still holds the connection (its child, a
+  // process it passed the descriptor to, after an application restart).
+  if (!peer_pidfd_ || !PidfdAlive(peer_pidfd_.get()))
+    return Fail(ErrorCode::kUnauthenticated, "the authenticated peer exited before its session began");
+  sd_event_source* watch = nullptr;
+  int r = sd_event_add_io(ctx_.event, &watch, peer_pidfd_.get(), EPOLLIN, &Session::OnPeerExit, this);
+  if (r < 0) return Fail(ErrorCode::kInternal, absl::StrCat("sd_event_add_io(peer pidfd): ", strerror(-r)));
+  peer_watch_.reset(watch);
   Log(LOG_INFO, Fields(),
       peer_.pidfd_witness
           ? "connection authenticated (MainPID, live pidfd, GetUnitByPIDFD)"
@@ -206,8 +221,22 @@ void Session::OnAuthenticated(AuthResult result) noexcept {
   pump_->SetMode(Pump::Mode::kAwaitStart);
 }
 
+int Session::OnPeerExit(sd_event_source* /*s*/, int /*fd*/, uint32_t /*revents*/, void* userdata) noexcept {
+  auto* self = static_cast<Session*>(userdata);
+  self->peer_watch_.reset();
+  // Ended already (its connection closed, or a terminal envelope queued):
+  // that path stops and proves the unit as it is.
+  if (self->terminal_queued_ || self->client_gone_) return 0;
+  self->Fail(ErrorCode::kUnauthenticated, "the authenticated peer (MainPID) exited; its connection is no longer served");
+  return 0;
+}
+
 void Session::OnStartFrame(std::span<const uint8_t> payload, UniqueFd dir) noexcept {
   if (state_ != State::kAwaitStart) return Fail(ErrorCode::kProtocolState, "START out of state");
+  // The watch (OnPeerExit) may not have run yet when START and the peer's
+  // exit arrive in the same loop pass: ask the pidfd itself before a unit.
+  if (!peer_pidfd_ || !PidfdAlive(peer_pidfd_.get()))
+    return Fail(ErrorCode::kUnauthenticated, "the authenticated peer exited before its START was read");
   StartRequest request;
   if (ErrorCode c = ParseStartPayload(payload, &request); c != ErrorCode::kOk)
     return Fail(c, "bad START payload");
