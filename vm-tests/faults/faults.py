@@ -14,7 +14,8 @@
 #     or error with a code of docs/PROTOCOL.md section 8) and then EOF; a plain
 #     EOF without one only when the supervisor was SIGKILLed (counted apart);
 #     a deadline passing (a hang) always fails.
-# Usage: faults.py SEED KILLS REEXECS RELOADS SESSIONS CHURN OUT.json
+# Usage: faults.py SEED OUT.json [kills=N] [reexecs=N] [reloads=N] [sessions=M] [churn=N]
+#                  [restarts=N] [restart_sessions=M] [only=CASE,...]
 import json
 import os
 import random
@@ -29,6 +30,8 @@ import time
 CONTROL = "/run/opencode-test/control.sock"
 SUPERVISOR_SOCK = "/run/opencode-pty/supervisor.sock"
 SUP = "opencode-pty-supervisor.service"
+APP = "opencode-v2.service"
+APP_DROPIN = "/run/systemd/system/opencode-v2.service.d/faults-restart.conf"
 # Tolerances of the invariant check (stated in vm-tests/README.md and docs/OPERATIONS.md).
 FD_TOL = 2
 RSS_ANON_TOL_KB = 2048
@@ -54,6 +57,10 @@ def run(*argv):
 
 def supervisor_pid():
     return int(run("systemctl", "show", "-P", "MainPID", SUP).stdout.strip() or 0)
+
+
+def app_pid():
+    return int(run("systemctl", "show", "-P", "MainPID", APP).stdout.strip() or 0)
 
 
 def status_text():
@@ -447,17 +454,119 @@ class Campaign:
                                   max(r["peak_fds"] or 0 for r in reps), max(r["peak_RssAnon"] or 0 for r in reps)),
                               "seconds": round(time.monotonic() - t_case, 1)})
 
+    # --- case 4 ---------------------------------------------------------------------------------------
+    def restart(self, n, m):
+        """systemctl restart opencode-v2.service with M sessions open: half of
+        them and one authenticated connection without START are held by the
+        heir, a child of the old MainPID that outlives it (KillMode=process
+        for this case). Afterwards the heir tries START on the held
+        connection, on a running session's connection and on a fresh one."""
+        t_case = time.monotonic()
+        os.makedirs(os.path.dirname(APP_DROPIN), exist_ok=True)
+        with open(APP_DROPIN, "w") as f:
+            f.write("# faults.py restart case: the old MainPID's child outlives it\n[Service]\nKillMode=process\n")
+        run("systemctl", "daemon-reload")
+        cursor = journal_cursor()
+        base = self.baseline()
+        reps, outcomes = [], {}
+        try:
+            for _ in range(n):
+                delay = round(self.rnd.uniform(0.0, 0.5), 3)
+                rep = {"delay_s": delay}
+
+                def on_mark(what, rep=rep):
+                    rep["heir_pid"] = int(what.split()[1])
+                    rep["old_main_pid"] = app_pid()
+                    time.sleep(delay)
+                    rep["restart_rc"] = run("systemctl", "restart", APP).returncode
+                    wait_until(30, lambda: app_pid() not in (0, rep["old_main_pid"]) and os.path.exists(CONTROL))
+                    rep["new_main_pid"] = app_pid()
+
+                ans = request({"op": "restart_prep", "m": m}, on_mark, timeout=120)
+                fails = []
+                if "exception" in ans:
+                    fails.append("app: %s" % ans["exception"])
+                if rep.get("restart_rc") != 0:
+                    fails.append("systemctl restart exit %s" % rep.get("restart_rc"))
+                if rep.get("new_main_pid") in (None, 0, rep.get("old_main_pid")):
+                    fails.append("MainPID did not change (%s -> %s)" % (rep.get("old_main_pid"), rep.get("new_main_pid")))
+                if not ans.get("parent_exited"):
+                    fails.append("the heir did not see the old MainPID exit")
+                if not all(ans.get("running_before", [False])):
+                    fails.append("not every session ran before the restart: %s" % ans.get("running_before"))
+
+                def ended(rec, what, codes=None, started_before=False):
+                    envs = rec.get("envelopes", [])
+                    starts = sum(1 for e in envs if e["type"] == "started")
+                    if starts != (1 if started_before else 0):
+                        fails.append("%s: %d started envelopes (the heir started something)" % (what, starts))
+                    if rec.get("timeout"):
+                        fails.append("%s: no end (hang)" % what)
+                    if rec.get("terminals") != 1 or not rec.get("eof"):
+                        fails.append("%s: %s terminal envelopes, eof %s" % (what, rec.get("terminals"), rec.get("eof")))
+                        return "no_terminal"
+                    t = next(e for e in envs if e["type"] in ("exit", "error"))
+                    o = "%s:%s" % (t["type"], t.get("code") if t.get("code") is not None else t.get("signal"))
+                    if t["type"] == "error" and (t.get("code") not in STABLE_CODES or (codes and t.get("code") not in codes)):
+                        fails.append("%s: %s" % (what, o))
+                    outcomes["%s %s" % (what, o)] = outcomes.get("%s %s" % (what, o), 0) + 1
+                    return o
+
+                rep["pending"] = ended(ans.get("pending", {}), "held connection without START")
+                rep["fresh"] = ended(ans.get("fresh", {}), "heir's own connection", codes={"unauthenticated"})
+                rep["held"] = [ended(h, "held running session", started_before=True) for h in ans.get("held", [])]
+                if len(rep["held"]) != (m + 1) // 2:
+                    fails.append("%d held sessions reported, %d expected" % (len(rep["held"]), (m + 1) // 2))
+                rep["helper_status"] = {k: ans.get(k) for k in ("pending_helper_status", "fresh_helper_status",
+                                                                 "held_helper_status")}
+                hp = rep.get("heir_pid", 0)
+                if hp > 0 and not wait_until(10, lambda: not os.path.exists("/proc/%d" % hp)):
+                    fails.append("the heir %d did not exit" % hp)
+                rep["invariant"] = self.invariant(cursor, base, fails)
+                reps.append(rep)
+        finally:
+            os.unlink(APP_DROPIN)
+            run("systemctl", "daemon-reload")
+        self.record("restart", {"count": n, "sessions": m, "baseline": base, "repetitions": reps,
+                                "outcomes": outcomes,
+                                "summary": "%d restarts with %d sessions (%d held by the heir), outcomes %s" % (
+                                    n, m, (m + 1) // 2, json.dumps(outcomes, sort_keys=True)),
+                                "seconds": round(time.monotonic() - t_case, 1)})
+
+
+CASES = ("sigkill", "reexec", "reload", "churn", "restart")
+
 
 def main():
-    seed, kills, reexecs, reloads, m, churn = (int(a) for a in sys.argv[1:7])
-    c = Campaign(seed, sys.argv[7])
-    c.result["counts"] = {"sigkill": kills, "reexec": reexecs, "reload": reloads, "sessions": m, "churn": churn}
-    print("faults: seed %d (replay: faults.sh --seed %d); SIGKILL x %d, daemon-reexec x %d and daemon-reload "
-          "x %d with %d sessions, churn x %d" % (seed, seed, kills, reexecs, reloads, m, churn), flush=True)
-    c.sigkill(kills)
-    c.systemd_op("daemon-reexec", reexecs, m)
-    c.systemd_op("daemon-reload", reloads, m)
-    c.churn(churn)
+    seed, out = int(sys.argv[1]), sys.argv[2]
+    counts = {"kills": 20, "reexecs": 5, "reloads": 5, "sessions": 10, "churn": 2000, "restarts": 3,
+              "restart_sessions": 4}
+    only = set(CASES)
+    for a in sys.argv[3:]:
+        k, _, v = a.partition("=")
+        if k == "only":
+            only = set(v.split(","))
+            if only - set(CASES):
+                sys.exit("faults.py: unknown case(s) %s; the cases are %s" % (",".join(only - set(CASES)), ",".join(CASES)))
+        elif k in counts:
+            counts[k] = int(v)
+        else:
+            sys.exit("faults.py: unknown argument %r" % a)
+    c = Campaign(seed, out)
+    c.result["counts"] = counts
+    c.result["cases_run"] = [x for x in CASES if x in only]
+    print("faults: seed %d; cases %s; counts %s" % (seed, ",".join(c.result["cases_run"]),
+                                                    json.dumps(counts, sort_keys=True)), flush=True)
+    if "sigkill" in only:
+        c.sigkill(counts["kills"])
+    if "reexec" in only:
+        c.systemd_op("daemon-reexec", counts["reexecs"], counts["sessions"])
+    if "reload" in only:
+        c.systemd_op("daemon-reload", counts["reloads"], counts["sessions"])
+    if "churn" in only:
+        c.churn(counts["churn"])
+    if "restart" in only:
+        c.restart(counts["restarts"], counts["restart_sessions"])
     sys.exit(0 if c.ok else 1)
 
 

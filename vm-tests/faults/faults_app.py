@@ -13,6 +13,7 @@ import json
 import os
 import random
 import re
+import select
 import socket
 import struct
 import sys
@@ -252,6 +253,101 @@ def churn(req, link):
     return {"kinds": kinds, "codes": codes, "good": good}
 
 
+# --- case 4: application restart (the MainPID changes) ---------------------------------------------------
+NO_ANSWER = object()   # the heir answers on the control connection, not serve()
+SERVER = None
+KEPT = []
+
+
+def frames_until_end(conn, rec, until):
+    """Reads CONN to its EOF into REC (envelopes, terminals, eof, timeout)."""
+    while True:
+        try:
+            f = conn.read_frame(until)
+        except TimeoutError:
+            rec["timeout"] = True
+            break
+        if f is None:
+            rec["eof"] = True
+            break
+        if f[0] == standin.EVENT:
+            env = json.loads(f[1])
+            rec["envelopes"].append({k: env.get(k) for k in ("type", "code", "signal") if k in env})
+    rec["terminals"] = sum(1 for e in rec["envelopes"] if e["type"] in TERMINAL)
+    conn.sock.close()
+    return rec
+
+
+def restart_prep(req, link):
+    """Opens M `cat` sessions (each echoes once) and one connection that never
+    sends START, then forks the heir: a child that keeps the connection
+    without START and half of the sessions (the other half stay with this
+    process only and end with it). The unit runs with KillMode=process for
+    this case, so the heir outlives the restart in the unit's own cgroup."""
+    m = req["m"]
+    sessions = []
+    for i in range(m):
+        s = Session(["cat"], 60)
+        if s.connect():
+            s.start()
+            if s.started():
+                s.c.send(standin.INPUT, b"r%d\n" % i)
+                s.pump(lambda: b"r%d\r\nr%d" % (i, i) in s.out)
+        sessions.append(s)
+    pending = standin.Conn()
+    pending.connect()
+    time.sleep(0.5)   # authenticated by now, START not sent
+    held, kept = sessions[: (m + 1) // 2], sessions[(m + 1) // 2:]
+    running = [s.rec.get("envelopes", [{}])[0].get("type") == "started" for s in sessions]
+    parent = os.pidfd_open(os.getpid())
+    pid = os.fork()
+    if pid == 0:
+        try:
+            heir(link, held, kept, pending, parent, running)
+        finally:
+            os._exit(0)
+    os.close(parent)
+    for s in held:
+        s.c.sock.close()
+    pending.sock.close()
+    KEPT.extend(kept)   # open until this process ends
+    return NO_ANSWER
+
+
+def heir(link, held, kept, pending, parent, running):
+    SERVER.close()
+    for s in kept:
+        s.c.sock.close()
+    link.mark("heir %d" % os.getpid())
+    link.wait_go()   # the driver restarted opencode-v2.service
+    ans = {"heir_pid": os.getpid(), "running_before": running}
+    # The old MainPID is gone before anything is tried.
+    select.select([parent], [], [], 30)
+    ans["parent_exited"] = bool(select.select([parent], [], [], 0)[0])
+    dirfd = os.open("/home/byk", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    until = time.monotonic() + 40
+    # 1. START on the connection the old MainPID opened and authenticated.
+    ans["pending_helper_status"] = standin.spawn_helper(pending.sock, dirfd, ["sh", "-c", "echo heir-ran"], 80, 24)
+    # 2. A fresh connection from the heir (not the MainPID).
+    fresh = standin.Conn()
+    try:
+        fresh.connect()
+        ans["fresh_helper_status"] = standin.spawn_helper(fresh.sock, dirfd, ["sh", "-c", "echo heir-ran"], 80, 24)
+        ans["fresh"] = frames_until_end(fresh, {"envelopes": []}, until)
+    except OSError as e:
+        ans["fresh"] = {"connect_error": e.errno, "envelopes": []}
+    # 3. A START on a running session's connection, then read every held one to its end.
+    if held:
+        ans["held_helper_status"] = standin.spawn_helper(held[0].c.sock, dirfd, ["sh", "-c", "echo heir-ran"], 80, 24)
+    os.close(dirfd)
+    ans["pending"] = frames_until_end(pending, {"envelopes": []}, until)
+    ans["held"] = []
+    for s in held:
+        rec = {"envelopes": list(s.rec["envelopes"])}
+        ans["held"].append(frames_until_end(s.c, rec, until))
+    link.conn.sendall(json.dumps(ans).encode() + b"\n")
+
+
 # --- soak: random session operations for a while (soak.py) ---------------------------------------------
 RESIZE = 0x06
 SOAK_SIGNALS = {1: "HUP", 2: "INT", 9: "KILL", 10: "USR1", 15: "TERM"}
@@ -423,7 +519,8 @@ def probe(req, link):
     return rec
 
 
-OPS = {"kill": kill_session, "live": live, "churn": churn, "probe": probe, "soak": soak}
+OPS = {"kill": kill_session, "live": live, "churn": churn, "probe": probe, "soak": soak,
+       "restart_prep": restart_prep}
 
 
 def serve():
@@ -431,7 +528,8 @@ def serve():
         os.unlink(CONTROL)
     except FileNotFoundError:
         pass
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    global SERVER
+    srv = SERVER = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     srv.bind(CONTROL)
     srv.listen(4)
     while True:
@@ -443,6 +541,8 @@ def serve():
                 answer = OPS[req["op"]](req, link)
             except Exception as e:  # report, keep serving
                 answer = {"exception": repr(e)}
+            if answer is NO_ANSWER:
+                continue
             try:
                 conn.sendall(json.dumps(answer).encode() + b"\n")
             except OSError:
