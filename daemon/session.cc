@@ -5,6 +5,7 @@
 #include "daemon/session.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -87,6 +88,8 @@ Session::Session(const SessionContext& ctx, SessionObserver* observer, UniqueFd 
     : ctx_(ctx), observer_(observer), initial_conn_(std::move(conn)) {}
 
 Session::~Session() = default;
+
+Session::HeapTrim::~HeapTrim() { malloc_trim(0); }
 
 absl::Status Session::Start() {
   ASSIGN_OR_RETURN(id_, NewSessionId());
