@@ -89,6 +89,8 @@ class Session:
             ftype, payload = f
             if ftype == standin.OUTPUT:
                 self.rec["output_len"] += len(payload)
+                if "ys" in self.rec:
+                    self.rec["ys"] += payload.count(b"y")
                 self.out.extend(payload)
                 del self.out[:-4096]  # only the tail is ever searched
             elif ftype == standin.EVENT:
@@ -348,6 +350,84 @@ def heir(link, held, kept, pending, parent, running):
     link.conn.sendall(json.dumps(ans).encode() + b"\n")
 
 
+# --- case 5: memory pressure ------------------------------------------------------------------------------
+# Allocates and touches 1 MiB at a time; says how far it got every 16 MiB.
+# Reaching 1 GiB means no limit was enforced: it exits 99 rather than press the host.
+HOG = ("import sys\nx = []\nfor i in range(1, 1025):\n    x.append(b'x' * (1 << 20))\n"
+       "    if i % 16 == 0:\n        print('hog %d MiB' % i, flush=True)\nprint('hog reached 1 GiB')\nsys.exit(99)\n")
+
+
+def memory(req, link):
+    """K `cat` sessions echo, then a session whose command allocates past the
+    slice's MemoryMax; afterwards each `cat` echoes again and exits 0 on EOF."""
+    others = []
+    for i in range(req["k"]):
+        s = Session(["cat"], 90)
+        if s.connect():
+            s.start()
+            if s.started():
+                s.c.send(standin.INPUT, b"m%d\n" % i)
+                s.rec["echo_before"] = s.pump(lambda: b"m%d\r\nm%d" % (i, i) in s.out)
+        others.append(s)
+    hog = Session(["python3", "-c", HOG], 90)
+    if hog.connect():
+        hog.start()
+        hog.started()
+    rec = hog.finish()
+    rec["tail"] = bytes(hog.out[-200:]).decode("utf-8", "replace")
+    for i, s in enumerate(others):
+        if s.rec.get("echo_before"):
+            s.c.send(standin.INPUT, b"n%d\n" % i)
+            s.rec["echo_after"] = s.pump(lambda: b"n%d\r\nn%d" % (i, i) in s.out)
+            s.c.send(standin.EOF)
+        s.finish()
+    return {"hog": rec, "others": [s.rec for s in others]}
+
+
+# --- case 6: slow and stalled readers -----------------------------------------------------------------------
+def stall(req, link):
+    """N sessions stream `yes | head -c B` (B + B/2 bytes through the PTY,
+    which turns each \n into \r\n); each reader takes at least 64 KiB, then
+    every reader stops until the driver's GO (the stall), then all read to
+    the end. Bytes and y's are counted exactly (Session.pump counts the y's
+    of a record that has "ys")."""
+    n, b = req["n"], req["bytes"]
+    stalled = threading.Barrier(n + 1)
+    resume = threading.Event()
+    gate = threading.Semaphore(8)   # at most 8 between connect and started
+    recs = [None] * n
+
+    def one(i):
+        s = Session(["sh", "-c", "yes | head -c %d" % b], req.get("timeout", 300))
+        s.rec.update(expected=b + b // 2, expected_ys=(b + 1) // 2, ys=0)
+        recs[i] = s.rec
+        with gate:
+            ok = s.connect() and (s.start() or True) and s.started()
+        if ok:
+            s.pump(lambda: s.rec["output_len"] >= 65536)
+        s.rec["before_stall"] = s.rec["output_len"]
+        try:
+            stalled.wait(150)
+        except threading.BrokenBarrierError:
+            s.rec["barrier_broken"] = True
+        resume.wait()
+        s.finish()
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    try:
+        stalled.wait(160)
+        link.mark("stalled")
+        link.wait_go()   # the driver sampled the supervisor through the stall
+    except threading.BrokenBarrierError:
+        pass
+    resume.set()
+    for t in threads:
+        t.join()
+    return {"sessions": recs}
+
+
 # --- soak: random session operations for a while (soak.py) ---------------------------------------------
 RESIZE = 0x06
 SOAK_SIGNALS = {1: "HUP", 2: "INT", 9: "KILL", 10: "USR1", 15: "TERM"}
@@ -520,7 +600,8 @@ def probe(req, link):
 
 
 OPS = {"kill": kill_session, "live": live, "churn": churn, "probe": probe, "soak": soak,
-       "restart_prep": restart_prep}
+       "restart_prep": restart_prep, "memory": memory,
+       "stall": stall}
 
 
 def serve():
