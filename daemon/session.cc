@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -58,12 +59,14 @@ std::string SignalText(int signo) {
 // success / exit-code / signal / core-dump; otherwise systemd's Result of the
 // unit, except that a reported signal is never a `success` (script exits 0
 // when it caught the stop's TERM, which says nothing about the command).
+// A command killed by SIGKILL in a unit systemd saw the kernel's OOM killer
+// hit is `oom-kill`: the exact status says KILL, only systemd knows why.
 std::string ResultText(const std::optional<CommandExit>& exact, const std::string& unit_result,
                        bool signal_reported) {
   if (exact) {
     switch (exact->how) {
       case ExitHow::kExited: return exact->status == 0 ? "success" : "exit-code";
-      case ExitHow::kKilled: return "signal";
+      case ExitHow::kKilled: return exact->signo == SIGKILL && unit_result == "oom-kill" ? "oom-kill" : "signal";
       case ExitHow::kDumped: return "core-dump";
     }
   }

@@ -328,6 +328,31 @@ TEST_F(SessionTest, TheMonitorsReportIsTheExit) {
   EXPECT_EQ(std::get<std::string>(exit.fields["result"]), "exit-code");
 }
 
+// Memory pressure (issue #17, vm.faults-memory.vm): the kernel's OOM killer
+// SIGKILLs the command; its parent reports KILL, systemd's Result says why.
+TEST_F(SessionTest, AnOomKilledCommandIsKillWithResultOomKill) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  FromUnit(std::string("E\x00\x00\x10\x01", 5));
+  FromUnit(std::string("Xk\x09", 3));
+  Envelope exit = FinishUnit(unit, CLD_KILLED, 9, "oom-kill");
+  EXPECT_TRUE(IsNull(exit, "code"));
+  EXPECT_EQ(std::get<std::string>(exit.fields["signal"]), "KILL");
+  EXPECT_TRUE(std::get<bool>(exit.fields["exact"]));
+  EXPECT_EQ(std::get<std::string>(exit.fields["result"]), "oom-kill");
+}
+
+// A KILL that was not the OOM killer's stays `signal`, whatever systemd saw.
+TEST_F(SessionTest, AKilledCommandIsSignalUnlessSystemdSawAnOomKill) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  FromUnit(std::string("E\x00\x00\x10\x01", 5));
+  FromUnit(std::string("Xk\x0f", 3));
+  Envelope exit = FinishUnit(unit, CLD_KILLED, 15, "oom-kill");
+  EXPECT_EQ(std::get<std::string>(exit.fields["signal"]), "TERM");
+  EXPECT_EQ(std::get<std::string>(exit.fields["result"]), "signal");
+}
+
 TEST_F(SessionTest, ACoreDumpIsTheSignalNotCode139) {
   reader.fd = client.get();
   int unit = ToRunning();
