@@ -571,9 +571,9 @@ class Campaign:
                 outcomes[key] = outcomes.get(key, 0) + 1
                 # Faithful: the kernel's SIGKILL, never an exit code (least of all 0 or success).
                 if not allowed or not term or term["type"] != "exit" or term.get("signal") != "KILL" \
-                        or term.get("code") is not None or term.get("result") == "success":
-                    fails.append("memory hog ended as %s (%s), want exit signal KILL; output tail %r" % (
-                        outcome, term, rep["hog_tail"]))
+                        or term.get("code") is not None or term.get("result") != "oom-kill":
+                    fails.append("memory hog ended as %s (%s), want exit signal KILL, result oom-kill; output "
+                                 "tail %r" % (outcome, term, rep["hog_tail"]))
                 # What the kernel and systemd said about it.
                 j = run("journalctl", "--no-pager", "--after-cursor", rep_cursor, "-o", "cat").stdout
                 rep["oom_lines"] = [l for l in j.splitlines() if "oom" in l.lower() or "memory" in l.lower()][:6]
