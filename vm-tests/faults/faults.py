@@ -427,7 +427,7 @@ class Campaign:
             def sampler():
                 while not stop.is_set():
                     rep["samples"].append({"t": round(time.monotonic() - t_round, 2), **resources(pid)})
-                    stop.wait(0.25)
+                    stop.wait(0.05)
 
             th = [threading.Thread(target=root_churn), threading.Thread(target=sampler)]
             for t in th:

@@ -8,7 +8,7 @@ bench/lib/chart.py (matplotlib is not on these machines).
   plot.py churn RESULTS/faults.json OUT.png [OUT.json]
 
 The churn chart also writes OUT.json: the supervisor's descriptors and RSS
-sampled every 0.25 s across all churn rounds, placed on a cycles axis.
+sampled every 0.05 s across all churn rounds, placed on a cycles axis.
 """
 import json
 import os
@@ -151,7 +151,7 @@ def churn_png(src, out, out_json=None):
     c = Canvas(w, 50 + 2 * ph)
     c.text(10, 8, "opencode-pty connection churn: %d cycles in %d rounds, seed %d" % (
         d["cycles"], d["rounds"], d["seed"]), BLACK, 2)
-    c.text(10, 30, "supervisor sampled every 0.25 s; red lines: round starts (each round ends with the invariant "
+    c.text(10, 30, "supervisor sampled every 0.05 s; red lines: round starts (each round ends with the invariant "
            "check); baseline fds %s, RssAnon %s kB" % (d["baseline"]["fds"], d["baseline"]["RssAnon"]), DARK, 1)
     marks = [(e, "") for e in d["round_starts"][1:]]
     line_panel(c, 0, 50, w, ph, "supervisor descriptors", d["cycles_axis"], [("fds", d["fds"])],
