@@ -329,8 +329,10 @@ void Reaper::Unref() noexcept {
     // NotReferenced: a unit of an earlier supervisor process, whose reference
     // died with its bus connection; NoSuchUnit: already gone.
     if (!st.ok() && !IsBusError(st, "org.freedesktop.systemd1.NoSuchUnit") &&
-        !IsBusError(st, "org.freedesktop.systemd1.NotReferenced"))
+        !IsBusError(st, "org.freedesktop.systemd1.NotReferenced")) {
       last_error_ = st;
+      resend_ = true;
+    }
     Stop();
   });
   if (!pending.ok()) {
@@ -345,8 +347,10 @@ void Reaper::Stop() noexcept {
   auto pending = api_->StopUnit(unit_, [this](absl::Status st) {
     call_.reset();
     // NoSuchUnit: already gone (or never created); the proof below decides.
-    if (!st.ok() && !IsBusError(st, "org.freedesktop.systemd1.NoSuchUnit"))
+    if (!st.ok() && !IsBusError(st, "org.freedesktop.systemd1.NoSuchUnit")) {
       last_error_ = st;
+      resend_ = true;
+    }
     Query();
   });
   if (!pending.ok()) {
@@ -387,7 +391,18 @@ void Reaper::Query() noexcept {
 void Reaper::OnUnitHint() noexcept {
   // Hints before StopUnit/UnrefUnit were answered are covered by the query
   // that follows them.
-  if (querying_phase_ && !gone_ && done_) Query();
+  if (!querying_phase_ || gone_ || !done_) return;
+  // A reference or stop that systemd lost (found by issue #17's soak: a
+  // daemon-reexec while a session was reaped left the unit referenced and
+  // loaded until the retry list, 10 s after the cleanup deadline): once per
+  // hint or tick, never from a reply, so a systemd away from the bus costs
+  // one failed round per tick, not a loop.
+  if (resend_ && !call_) {
+    resend_ = false;
+    querying_phase_ = false;
+    return Unref();
+  }
+  Query();
 }
 
 int Reaper::OnDeadline(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {

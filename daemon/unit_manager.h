@@ -175,6 +175,10 @@ class Reaper final : public UnitWatcher {
   Pending call_;
   bool querying_phase_ = false;
   bool requery_ = false;
+  // UnrefUnit or StopUnit failed otherwise than "already gone" (systemd left
+  // the bus in a daemon-reexec and never answered): sent again on the next
+  // hint or tick, at most once per hint, while the unit is still there.
+  bool resend_ = false;
   bool gone_ = false;
   size_t queries_ = 0;
   absl::Status last_error_;

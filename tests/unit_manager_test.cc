@@ -259,6 +259,26 @@ TEST_F(ReaperTest, UnrefThenStopThenProof) {
   EXPECT_TRUE(reaper->gone());
 }
 
+// Issue #17's soak: systemd re-executed while a session was reaped; its
+// UnrefUnit and StopUnit got NoReply, the unit stayed referenced and loaded,
+// and queries alone could never prove it gone. The next hint sends both again.
+TEST_F(ReaperTest, AnUnrefAndStopLostInAReexecAreSentAgainOnTheNextHint) {
+  ASSERT_TRUE(reaper->Start().ok());
+  absl::Status lost = absl::UnavailableError("org.freedesktop.DBus.Error.NoReply: Message recipient disconnected");
+  ASSERT_TRUE(systemd.Answer("UnrefUnit", lost));
+  ASSERT_TRUE(systemd.Answer("StopUnit", lost));
+  ASSERT_TRUE(systemd.AnswerGone(false));  // still loaded: our reference holds it
+  EXPECT_EQ(systemd.Count("UnrefUnit"), 1u);
+  auto hint = UnitRemovedFrom(f, kSystemdOwner);  // systemd is back: any hint or tick
+  tracker.OnSignal(hint.get());
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("UnrefUnit") == 2; }));
+  ASSERT_TRUE(systemd.Answer("UnrefUnit", absl::OkStatus()));
+  ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
+  ASSERT_TRUE(systemd.AnswerGone(true));
+  EXPECT_TRUE(done);
+  EXPECT_TRUE(result.ok()) << result;
+}
+
 TEST_F(ReaperTest, UnitRemovedCostsOneQueryAndProvesNothing) {
   ASSERT_TRUE(reaper->Start().ok());
   ASSERT_TRUE(systemd.Answer("UnrefUnit", absl::OkStatus()));
