@@ -1,8 +1,12 @@
 #!/bin/sh
 # bench/smoke.sh: ctest bench.smoke. Proves the bench code without running the
 # benchmark (that is bench/run, never part of the test command): the scripts
-# parse, and the report (summary, Markdown table, PNG chart) is rebuilt from
-# the raw records of every committed run in bench/results/.
+# parse; the report (summary, Markdown table, PNG chart) is built from raw
+# records (bench/tests/fixture: 155 of the 1,339 records of run
+# 20261202T133950Z, every phase, 3 latency sessions per case and round) and
+# its summary carries no records; and every committed run in bench/results/
+# is a small summary without raw records whose table and chart re-render from
+# the summary alone (report.py --from-summary).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 latest=$(ls "$here"/results/*.json 2>/dev/null | sort | tail -n 1)
@@ -15,32 +19,56 @@ ko() { fail=$((fail + 1)); echo "FAIL: $1"; }
 if bash -n "$here/run" && bash -n "$here/guest/bench.sh"; then ok "shell scripts parse"; else ko "shell scripts parse"; fi
 if node --check "$here/guest/bench-app.js"; then ok "bench-app.js parses"; else ko "bench-app.js parses"; fi
 if python3 -m py_compile "$here/guest/rootbench.py" "$here/lib/report.py" "$here/lib/chart.py"; then ok "Python parses"; else ko "Python parses"; fi
-# Every committed run: its report is rebuilt, and the table has a row for each
-# phase that run measured (env.phases; a partial run has fewer).
-for run in $(ls "$here"/results/*.json | sort); do
-  name=$(basename "$run")
-  rm -f "$tmp"/*
-  phases=$(python3 - "$run" "$tmp" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-with open(sys.argv[2] + "/records.jsonl", "w") as f:
-    for r in d["records"]:
-        f.write(json.dumps(r) + "\n")
-json.dump(d["env"], open(sys.argv[2] + "/env.json", "w"))
-json.dump(d["host"], open(sys.argv[2] + "/host.json", "w"))
-print(d["env"]["phases"])
-PY
-  )
-  if python3 "$here/lib/report.py" --records "$tmp/records.jsonl" --env "$tmp/env.json" --host "$tmp/host.json" \
-       --json "$tmp/out.json" --png "$tmp/out.png" > "$tmp/table.md"; then ok "$name: report rebuilt"
-  else ko "$name: report rebuilt"; fi
-  if [ "$(head -c 8 "$tmp/out.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then ok "$name: chart is a PNG"; else ko "$name: chart is a PNG"; fi
+
+is_png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; }
+# has_rows NAME TABLE PHASES: the table has a row for each phase measured.
+has_rows() {
   for pair in "throughput:throughput" "latency:start latency" "scale:idle supervisor" "scale:concurrent idle sessions" \
               "stream:streaming sessions" "profile:supervisor system calls per MiB"; do
     phase=${pair%%:*} row=${pair#*:}
-    case ",$phases," in *",$phase,"*) ;; *) continue ;; esac
-    if grep -qF "$row" "$tmp/table.md"; then ok "$name: table has $row rows"; else ko "$name: table has $row rows"; fi
+    case ",$3," in *",$phase,"*) ;; *) continue ;; esac
+    if grep -qF "$row" "$2"; then ok "$1: table has $row rows"; else ko "$1: table has $row rows"; fi
   done
+}
+
+# --- from raw records (what bench/run does after a run) ---------------------------
+fx=$here/tests/fixture
+if python3 "$here/lib/report.py" --records "$fx/records.jsonl" --env "$fx/env.json" --host "$fx/host.json" \
+     --callgrind "$here/results/20261202T133950Z-callgrind.txt" \
+     --json "$tmp/fixture.json" --raw-json "$tmp/fixture-full.json" --png "$tmp/fixture.png" > "$tmp/fixture.md"; then
+  ok "fixture: report built from raw records"
+else
+  ko "fixture: report built from raw records"
+fi
+if is_png "$tmp/fixture.png"; then ok "fixture: chart is a PNG"; else ko "fixture: chart is a PNG"; fi
+has_rows fixture "$tmp/fixture.md" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["phases"])' "$fx/env.json")"
+if python3 - "$tmp/fixture.json" "$tmp/fixture-full.json" "$fx/records.jsonl" <<'PY'
+import json, sys
+s, full = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+n = sum(1 for line in open(sys.argv[3]) if line.strip())
+assert "records" not in s, "the summary carries records"
+assert s["raw"]["records"] == n and len(full["records"]) == n, (s["raw"], len(full["records"]), n)
+assert s["scale"]["levels"] and s["latency"]["ratios"] and s["throughput"]["ratios"] and s["profile"]["total_ir"]
+PY
+then ok "fixture: the summary has no records (count and hash only), --raw-json has all $(wc -l < "$fx/records.jsonl")"
+else ko "fixture: the summary has no records, --raw-json has all"; fi
+
+# --- every committed run: a small summary that re-renders alone -------------------
+for run in $(ls "$here"/results/*.json | sort); do
+  name=$(basename "$run")
+  rm -f "$tmp"/out.*
+  if python3 - "$run" <<'PY'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+size = os.path.getsize(sys.argv[1])
+print("%d bytes, raw %s" % (size, d.get("raw")))
+sys.exit(0 if "records" not in d and size < 200_000 else 1)
+PY
+  then ok "$name: a summary without raw records, under 200 kB"; else ko "$name: a summary without raw records, under 200 kB"; fi
+  if python3 "$here/lib/report.py" --from-summary "$run" --png "$tmp/out.png" > "$tmp/out.md"; then ok "$name: table and chart re-rendered from the summary"
+  else ko "$name: table and chart re-rendered from the summary"; fi
+  if is_png "$tmp/out.png"; then ok "$name: chart is a PNG"; else ko "$name: chart is a PNG"; fi
+  has_rows "$name" "$tmp/out.md" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["env"]["phases"])' "$run")"
 done
 echo "bench.smoke: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

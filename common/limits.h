@@ -79,14 +79,17 @@ inline constexpr size_t kEnvelopeQueueBytes = 4 * (kFrameHeaderBytes + kMaxEnvel
 inline constexpr size_t kSessionMemoryCap =
     kOutputQueueBytes + kInputQueueBytes + kEnvelopeQueueBytes +
     kFrameHeaderBytes + kMaxStartPayload;
-// 128 concurrent PTYs. systemd is the scarce resource, not the supervisor:
-// dbus-daemon's system bus allows systemd's connection 512 match rules
-// (max_match_rules_per_connection), and each session costs systemd one for
-// AddRef=yes plus one for its stop job while a mass disconnect stops them all.
-// Measured in the bookworm container: ~500 live sessions, and 256 sessions
-// closed at once, both pushed systemd off the bus; 200 did not. 128 keeps the
-// worst case (256 rules) at half of systemd's budget.
-inline constexpr size_t kMaxSessions = 128;
+// 1,024 concurrent PTYs. Until the supervisor talked to systemd through the
+// system bus, the cap was 128: dbus-daemon allows systemd's connection 512
+// match rules, each session cost one (AddRef) plus one per stop job, and ~500
+// sessions pushed systemd off the bus. On the direct connection
+// (SystemdConnection) no session costs systemd a match rule and no bus quota
+// applies; what bounds sessions now is the supervisor's descriptors (3 per
+// session: connection, PTY stream, unit channel; LimitNOFILE=4096 in its
+// unit) and the slice's TasksMax (units/opencode-pty.slice). 1,000 idle
+// sessions started and closed at once on systemd 252 and 257 (vm.scale.*
+// --long, docs/SECURITY.md); the cap keeps room above that.
+inline constexpr size_t kMaxSessions = 1024;
 // Connections that have not finished authentication + start frame. A small
 // number bounds what an unauthenticated (or slow) peer can make us hold.
 inline constexpr size_t kMaxPendingHandshakes = 16;
@@ -96,16 +99,22 @@ inline constexpr uint64_t kStartFrameDeadlineUsec = 5ULL * 1000 * 1000;
 // Each D-Bus call of the supervisor (identity, StartTransientUnit, read-back,
 // Stop, query). systemd answers in milliseconds; 10 s covers a busy manager.
 inline constexpr uint64_t kBusCallTimeoutUsec = 10ULL * 1000 * 1000;
+// The direct connection to systemd ends when systemd re-executes
+// (daemon-reexec): it is opened again at once and then this often, until the
+// deadline (a re-exec of a loaded system takes seconds), after which the
+// supervisor exits and its restart's recovery takes over.
+inline constexpr uint64_t kSystemdReconnectIntervalUsec = 50ULL * 1000;
+inline constexpr uint64_t kSystemdReconnectDeadlineUsec = 120ULL * 1000 * 1000;
 // A stopped unit must be proven gone within this time or the supervisor logs
 // it and retries; TimeoutStopSec of the unit (kUnitStopTimeoutSec) plus margin.
 inline constexpr uint64_t kCleanupDeadlineUsec = 15ULL * 1000 * 1000;
 // TimeoutStopSec of a PTY unit: SIGTERM, then SIGKILL after this.
 inline constexpr uint64_t kUnitStopTimeoutUsec = 5ULL * 1000 * 1000;
 // Method calls of the supervisor that wait for a reply at the same time; the
-// rest wait in FIFO order inside the supervisor. dbus-daemon's system bus lets
-// one connection wait for at most 128 replies (max_replies_per_connection) and
-// refuses more, which a mass disconnect of kMaxSessions sessions (one StopUnit
-// each) would otherwise exceed.
+// rest wait in FIFO order inside the supervisor, so a mass disconnect of
+// kMaxSessions sessions (one StopUnit each) never puts more than this in
+// systemd's queue at once (and stays below the 128 replies dbus-daemon would
+// allow one connection, should the connection ever be a bus again).
 inline constexpr size_t kMaxBusCallsInFlight = 64;
 // D-Bus signals (UnitRemoved, JobRemoved, PropertiesChanged) are only hints to
 // re-query; they coalesce into a set of at most this many pending unit names.

@@ -37,7 +37,9 @@ class DbusCall final : public PendingCall {
       : bus_(sd_bus_ref(bus)), call_(sd_bus_message_ref(call)), handler_(std::move(handler)) {}
 
   ~DbusCall() override {
-    if (queued_) {
+    if (failed_) {
+      failed_.reset();  // its error reply has not run yet; it never will
+    } else if (queued_) {
       Calls().waiting.erase(pos_);
     } else if (slot_) {  // cancelled while in flight: its place is free again
       slot_.reset();
@@ -77,15 +79,33 @@ class DbusCall final : public PendingCall {
       t.waiting.pop_front();
       next->queued_ = false;
       absl::Status st = next->Send();
-      if (!st.ok()) {
-        // The bus refused a message it accepted moments ago: it is broken,
-        // and a broken bus ends the loop (systemd restarts the supervisor,
-        // whose start-up recovery stops every leftover unit).
-        Log(LOG_ERR, absl::StrCat("Failed to send a queued D-Bus call: ", st.message()));
-        sd_event* e = sd_bus_get_event(next->bus_.get());
-        if (e != nullptr) sd_event_exit(e, -EIO);
-      }
+      if (!st.ok()) next->FailLater(st);
     }
+  }
+
+  // The connection the call was made for ended while it waited (systemd
+  // re-executed): its owner gets an error reply from the loop, never from
+  // inside another call's handler, like a call lost in flight.
+  void FailLater(const absl::Status& why) noexcept {
+    static LogLimiter limiter;
+    LogLimited(limiter, LOG_WARNING, absl::StrCat("a queued call to systemd was not sent: ", why.message()));
+    sd_event* e = sd_bus_get_event(bus_.get());
+    sd_event_source* s = nullptr;
+    if (e == nullptr || sd_event_add_defer(e, &s, &DbusCall::OnFailed, this) < 0) {
+      Log(LOG_ERR, "cannot report a failed queued call: exiting");
+      if (e != nullptr) sd_event_exit(e, -EIO);
+      return;
+    }
+    failed_.reset(s);
+    sd_event_source_set_priority(s, kBusPriority);
+  }
+
+  static int OnFailed(sd_event_source* /*s*/, void* userdata) noexcept {
+    auto* self = static_cast<DbusCall*>(userdata);
+    self->failed_.reset();
+    ReplyHandler handler = std::move(self->handler_);
+    if (handler) handler(nullptr);  // ReplyStatus(nullptr): "no reply"
+    return 0;
   }
 
   static int OnReply(sd_bus_message* reply, void* userdata, sd_bus_error* /*ret_error*/) noexcept {
@@ -104,6 +124,7 @@ class DbusCall final : public PendingCall {
   MessagePtr call_;
   SlotPtr slot_;
   ReplyHandler handler_;
+  EventSourcePtr failed_;
   bool queued_ = false;
   std::list<DbusCall*>::iterator pos_;
 };

@@ -27,11 +27,31 @@ class PendingCall {
 };
 using Pending = std::unique_ptr<PendingCall>;
 
+// Where calls to systemd go: the supervisor's current connection
+// (SystemdConnection replaces it when systemd drops it). Users ask for it at
+// each call and never keep it.
+class BusSource {
+ public:
+  virtual ~BusSource() = default;
+  virtual sd_bus* bus() const noexcept = 0;
+};
+// One bus that never changes (tests).
+class FixedBus final : public BusSource {
+ public:
+  explicit FixedBus(sd_bus* bus) : bus_(bus) {}
+  sd_bus* bus() const noexcept override { return bus_; }
+
+ private:
+  sd_bus* bus_;
+};
+
 // Sends `call` with the supervisor's bus timeout (limits::kBusCallTimeoutUsec).
 // The caller keeps no reference to `call` afterwards unless it wants to: sd-bus
 // holds its own until the message is written. When kMaxBusCallsInFlight calls
 // already wait for replies, the call waits (FIFO) and is sent when one ends;
-// destroying the handle removes it from the queue.
+// destroying the handle removes it from the queue. A queued call that can no
+// longer be sent (its connection ended meanwhile) gets an error reply, from
+// the event loop, like a call the connection lost in flight.
 absl::StatusOr<Pending> CallAsync(sd_bus* bus, sd_bus_message* call, ReplyHandler handler);
 // Calls waiting for a reply, and calls queued behind them (for tests and STATUS=).
 size_t BusCallsInFlight();

@@ -30,9 +30,5 @@ inline constexpr char kUnitInterface[] = "org.freedesktop.systemd1.Unit";
 inline constexpr char kServiceInterface[] = "org.freedesktop.systemd1.Service";
 inline constexpr char kPropertiesInterface[] = "org.freedesktop.DBus.Properties";
 inline constexpr char kUnitPathPrefix[] = "/org/freedesktop/systemd1/unit";
-// The bus driver: the one sender whose NameOwnerChanged the supervisor trusts
-// (no peer can own this name; the bus daemon sets every sender field).
-inline constexpr char kBusDriverName[] = "org.freedesktop.DBus";
-inline constexpr char kBusDriverPath[] = "/org/freedesktop/DBus";
 
 }  // namespace opencode::daemon

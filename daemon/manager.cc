@@ -25,7 +25,8 @@ LogFields UnitFields(std::string_view unit) {
 Manager::Manager(sd_event* event, UniqueFd listen_socket)
     : event_(event), tracker_(event), listener_(event, std::move(listen_socket), this) {}
 
-// Sessions and reapers go first (they hold slots on the bus), the bus last.
+// Sessions and reapers go first (they hold slots on the connection), the
+// connection last.
 Manager::~Manager() {
   finished_.clear();
   sessions_.clear();
@@ -34,18 +35,9 @@ Manager::~Manager() {
 }
 
 absl::Status Manager::Start() {
-  sd_bus* bus = nullptr;
-  int r = sd_bus_open_system(&bus);
-  if (r < 0) return SdError(r, "sd_bus_open_system");
-  bus_.reset(bus);
-  r = sd_bus_attach_event(bus, event_, kBusPriority);
-  if (r < 0) return SdError(r, "sd_bus_attach_event");
-  // Losing the bus loses every unit reference and every answer: exit and let
-  // systemd restart us; start-up recovery then cleans up.
-  r = sd_bus_set_exit_on_disconnect(bus, 1);
-  if (r < 0) return SdError(r, "sd_bus_set_exit_on_disconnect");
-
-  systemd_ = NewBusSystemdApi(bus);
+  connection_ = std::make_unique<SystemdConnection>(event_);
+  RETURN_IF_ERROR(connection_->Connect());
+  systemd_ = NewBusSystemdApi(connection_.get());
   // Once, at start: without SO_PEERPIDFD every connection is refused
   // (kernel_unsupported), so say so where an operator looks first.
   BusAuthConfig auth{.peer_pidfd = true, .main_pid_cache = &main_pid_cache_};
@@ -55,17 +47,22 @@ absl::Status Manager::Start() {
                                "): every connection will be refused with kernel_unsupported; "
                                "Linux 6.5 or later is required (docs/SECURITY.md)"));
   }
-  authenticator_ = NewBusAuthenticator(bus, auth);
+  authenticator_ = NewBusAuthenticator(connection_.get(), auth);
   RETURN_IF_ERROR(tracker_.Init());
-  RETURN_IF_ERROR(tracker_.AttachBus(bus, [](absl::Status st) {
+  auto on_error = [](absl::Status st) {
     // Without signals the poll tick still finds every state change.
     static LogLimiter limiter;
     LogLimited(limiter, LOG_WARNING, absl::StrCat("cannot subscribe to systemd signals: ", st.message()));
-  }));
-  tracker_.SetOnSystemdAppeared([this] {
-    static LogLimiter limiter;
-    LogLimited(limiter, LOG_NOTICE, "systemd appeared on the bus: re-subscribed, re-querying every unit");
-    RetryUnproven();
+  };
+  tracker_.SetOnSystemdAppeared([this] { RetryUnproven(); });
+  RETURN_IF_ERROR(tracker_.AttachBus(connection_->bus(), on_error));
+  // systemd re-executed: the new connection gets the matches, Subscribe,
+  // a query of every watched unit and a retry of every unproven unit.
+  connection_->SetOnReconnected([this, on_error] {
+    if (absl::Status st = tracker_.AttachBus(connection_->bus(), on_error); !st.ok()) {
+      Log(LOG_ERR, absl::StrCat("cannot watch units on the new connection to systemd: ", st.message()));
+      sd_event_exit(event_, EXIT_FAILURE);
+    }
   });
   return StartCommon();
 }

@@ -1,5 +1,5 @@
-// The supervisor's owner of everything: the event loop's sources, the system
-// bus, the listener, every session, start-up recovery, graceful shutdown and
+// The supervisor's owner of everything: the event loop's sources, the
+// connection to systemd, the listener, every session, start-up recovery, graceful shutdown and
 // sd_notify. Invariants: READY=1 is sent only after every leftover
 // opencode-pty-*.service of an earlier process was stopped and proven gone
 // (or its bound was hit and logged); sessions are destroyed only from a
@@ -28,6 +28,7 @@
 #include "daemon/sd_ptr.h"
 #include "daemon/session.h"
 #include "daemon/systemd_api.h"
+#include "daemon/systemd_connection.h"
 #include "daemon/unit_manager.h"
 
 namespace opencode::daemon {
@@ -37,7 +38,8 @@ class Manager final : public Listener::Delegate, public SessionObserver {
   Manager(sd_event* event, UniqueFd listen_socket);
   ~Manager();
 
-  // Connects to the system bus, subscribes, recovers, then starts accepting.
+  // Connects to systemd (its private socket), subscribes, recovers, then
+  // starts accepting.
   absl::Status Start();
   // The same without a bus: unit calls and authentication are injected
   // (tests/manager_test.cc; the bus path is proven in vm-tests).
@@ -80,7 +82,7 @@ class Manager final : public Listener::Delegate, public SessionObserver {
   void UpdateStatus() noexcept;
 
   sd_event* event_;
-  BusPtr bus_;
+  std::unique_ptr<SystemdConnection> connection_;
   std::unique_ptr<SystemdApi> systemd_;
   std::unique_ptr<Authenticator> authenticator_;
   UnitTracker tracker_;

@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/constants.h"
 #include "daemon/status_macros.h"
+#include "daemon/systemd_api.h"
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77  // Linux 6.5; Debian 12's headers predate it
@@ -134,8 +135,8 @@ namespace {
 // cancels every outstanding D-Bus call (their slots are members).
 class BusAuth final : public PendingCall {
  public:
-  BusAuth(sd_bus* bus, BusAuthConfig config, AuthDone done)
-      : bus_(bus), config_(config), done_(std::move(done)) {}
+  BusAuth(const BusSource* source, BusAuthConfig config, AuthDone done)
+      : source_(source), config_(config), done_(std::move(done)) {}
 
   // May finish synchronously (refusal from kernel facts alone).
   void Start(int sock) {
@@ -165,28 +166,20 @@ class BusAuth final : public PendingCall {
       return Finish(ErrorCode::kUnauthenticated, "peer exited before its cgroup was read");
     facts_.cgroup = std::move(*cgroup);
 
-    auto call = NewManagerCall(bus_, "GetUnit");
-    if (!call.ok()) return Finish(ErrorCode::kInternal, call.status().ToString());
-    int r = sd_bus_message_append(call->get(), "s", kClientUnit);
-    if (r < 0) return Finish(ErrorCode::kInternal, "append GetUnit");
-    auto pending = CallAsync(bus_, call->get(), [this](sd_bus_message* m) { OnGetUnit(m); });
-    if (!pending.ok()) return Finish(ErrorCode::kInternal, pending.status().ToString());
-    get_unit_ = std::move(*pending);
+    // All three questions at once, on the object path of the one client unit
+    // (computed here, as sd-bus encodes it): no GetUnit round trip first. If
+    // the unit is not loaded, systemd loads it to answer (MainPID 0, so the
+    // identity check refuses, as GetUnit's NoSuchUnit did).
+    auto unit_path = UnitObjectPath(kClientUnit);
+    if (!unit_path.ok()) return Finish(ErrorCode::kInternal, unit_path.status().ToString());
+    SendIdentityCalls(*unit_path);
   }
 
  private:
-  void OnGetUnit(sd_bus_message* reply) {
-    get_unit_.reset();
-    if (auto st = ReplyStatus(reply); !st.ok())
-      return Finish(ErrorCode::kUnauthenticated, absl::StrCat("GetUnit(", kClientUnit, "): ", st.message()));
-    const char* path = nullptr;
-    if (sd_bus_message_read(reply, "o", &path) <= 0)
-      return Finish(ErrorCode::kUnauthenticated, "GetUnit: malformed reply");
-    std::string unit_path(path);
-
-    auto unit_call = NewGetAllCall(bus_, unit_path.c_str(), kUnitInterface);
-    auto service_call = NewGetAllCall(bus_, unit_path.c_str(), kServiceInterface);
-    auto pidfd_call = NewManagerCall(bus_, "GetUnitByPIDFD");
+  void SendIdentityCalls(const std::string& unit_path) {
+    auto unit_call = NewGetAllCall(source_->bus(), unit_path.c_str(), kUnitInterface);
+    auto service_call = NewGetAllCall(source_->bus(), unit_path.c_str(), kServiceInterface);
+    auto pidfd_call = NewManagerCall(source_->bus(), "GetUnitByPIDFD");
     if (!unit_call.ok() || !service_call.ok() || !pidfd_call.ok())
       return Finish(ErrorCode::kInternal, "cannot build identity calls");
     // sd-bus duplicates the pidfd into the message; the message is dropped at
@@ -194,17 +187,17 @@ class BusAuth final : public PendingCall {
     if (sd_bus_message_append(pidfd_call->get(), "h", creds_.pidfd.get()) < 0)
       return Finish(ErrorCode::kInternal, "append pidfd");
 
-    auto a = CallAsync(bus_, unit_call->get(), [this](sd_bus_message* m) {
+    auto a = CallAsync(source_->bus(), unit_call->get(), [this](sd_bus_message* m) {
       unit_call_.reset();
       unit_reply_.reset(sd_bus_message_ref(m));
       MaybeDecide();
     });
-    auto b = CallAsync(bus_, service_call->get(), [this](sd_bus_message* m) {
+    auto b = CallAsync(source_->bus(), service_call->get(), [this](sd_bus_message* m) {
       service_call_.reset();
       service_reply_.reset(sd_bus_message_ref(m));
       MaybeDecide();
     });
-    auto c = CallAsync(bus_, pidfd_call->get(), [this](sd_bus_message* m) {
+    auto c = CallAsync(source_->bus(), pidfd_call->get(), [this](sd_bus_message* m) {
       pidfd_call_.reset();
       pidfd_reply_.reset(sd_bus_message_ref(m));
       MaybeDecide();
@@ -258,34 +251,34 @@ class BusAuth final : public PendingCall {
     done(std::move(result));  // may destroy *this
   }
 
-  sd_bus* bus_;
+  const BusSource* source_;
   BusAuthConfig config_;
   AuthDone done_;
   PeerCredentials creds_;
   PeerFacts facts_;
   AuthenticatedPeer peer_;
-  Pending get_unit_, unit_call_, service_call_, pidfd_call_;
+  Pending unit_call_, service_call_, pidfd_call_;
   MessagePtr unit_reply_, service_reply_, pidfd_reply_;
 };
 
 class BusAuthenticator final : public Authenticator {
  public:
-  BusAuthenticator(sd_bus* bus, BusAuthConfig config) : bus_(bus), config_(config) {}
+  BusAuthenticator(const BusSource* source, BusAuthConfig config) : source_(source), config_(config) {}
   std::unique_ptr<PendingCall> Authenticate(int sock, AuthDone done) override {
-    auto auth = std::make_unique<BusAuth>(bus_, config_, std::move(done));
+    auto auth = std::make_unique<BusAuth>(source_, config_, std::move(done));
     auth->Start(sock);
     return auth;
   }
 
  private:
-  sd_bus* bus_;
+  const BusSource* source_;
   BusAuthConfig config_;
 };
 
 }  // namespace
 
-std::unique_ptr<Authenticator> NewBusAuthenticator(sd_bus* bus, BusAuthConfig config) {
-  return std::make_unique<BusAuthenticator>(bus, config);
+std::unique_ptr<Authenticator> NewBusAuthenticator(const BusSource* source, BusAuthConfig config) {
+  return std::make_unique<BusAuthenticator>(source, config);
 }
 
 }  // namespace opencode::daemon

@@ -91,7 +91,7 @@ struct BusAuthConfig {
   MainPidCache* main_pid_cache = nullptr;
 };
 
-// The real one: kernel credentials + systemd over `bus`.
-std::unique_ptr<Authenticator> NewBusAuthenticator(sd_bus* bus, BusAuthConfig config);
+// The real one: kernel credentials + systemd over `source`'s connection.
+std::unique_ptr<Authenticator> NewBusAuthenticator(const BusSource* source, BusAuthConfig config);
 
 }  // namespace opencode::daemon

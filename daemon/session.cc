@@ -336,8 +336,8 @@ void Session::OnStarting(const UnitSnapshot& snapshot) noexcept {
   if (start.state == StartState::kPending) return;
   if (start.state == StartState::kFailed) return Fail(ErrorCode::kUnitStartFailed, start.why);
   invocation_ = HexId(start.invocation_id);
-  absl::Status verified = VerifyReadBack(BuildPropertySpecs(*request_), snapshot.unit,
-                                         snapshot.service, ctx_.systemd->UniqueName());
+  absl::Status verified =
+      VerifyReadBack(BuildPropertySpecs(*request_), snapshot.unit, snapshot.service);
   if (!verified.ok()) return Fail(ErrorCode::kUnitPropertyMismatch, SV(verified.message()));
   request_.reset();  // argv is no longer needed
   // The gate: the launcher waits for this byte before it execs anything, and
@@ -451,7 +451,17 @@ void Session::OnOutputComplete() noexcept {
 }
 
 void Session::OnRunningSnapshot(const UnitSnapshot& snapshot) noexcept {
-  if (exit_ || !IsUnitFinished(snapshot)) return;
+  if (exit_) return;
+  if (IsUnitCollected(snapshot)) {
+    // Nothing references a PTY unit and a failed one stays loaded: systemd
+    // collected this one because it ended inactive, i.e. its main process
+    // exited 0 or died of a clean signal (TERM, HUP, INT, PIPE) during a
+    // stop. The command's own report, if any, is what the exit says.
+    exit_ = ExitInfo{.code = 0, .signal = {}, .result = "success"};
+    Log(LOG_INFO, Fields(), "PTY unit finished and collected by systemd");
+    return BeginReap();
+  }
+  if (!IsUnitFinished(snapshot)) return;
   auto info = ReadExitInfo(snapshot);
   if (!info.ok()) return Fail(ErrorCode::kInternal, SV(info.status().message()));
   exit_ = std::move(*info);

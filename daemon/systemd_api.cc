@@ -64,15 +64,15 @@ class SnapshotCall final : public PendingCall {
 
 class BusSystemdApi final : public SystemdApi {
  public:
-  explicit BusSystemdApi(sd_bus* bus) : bus_(bus) {}
+  explicit BusSystemdApi(const BusSource* source) : source_(source) {}
 
   absl::StatusOr<Pending> StartUnit(const UnitRequest& req, int stream_fd, int dir_fd,
                                     Done done) override {
-    ASSIGN_OR_RETURN(MessagePtr m, NewManagerCall(bus_, "StartTransientUnit"));
+    ASSIGN_OR_RETURN(MessagePtr m, NewManagerCall(bus(), "StartTransientUnit"));
     RETURN_IF_ERROR(AppendStartTransientUnit(m.get(), req, stream_fd, dir_fd));
     // Our `m` is released when this returns; CallAsync keeps a reference only
     // while the call waits for a place, sd-bus only until it is written.
-    return CallAsync(bus_, m.get(), [done = std::move(done)](sd_bus_message* reply) {
+    return CallAsync(bus(), m.get(), [done = std::move(done)](sd_bus_message* reply) {
       done(ReplyStatus(reply));
     });
   }
@@ -80,15 +80,15 @@ class BusSystemdApi final : public SystemdApi {
   absl::StatusOr<Pending> QueryUnit(const std::string& unit, SnapshotDone done) override {
     ASSIGN_OR_RETURN(std::string path, UnitObjectPath(unit));
     auto call = std::make_unique<SnapshotCall>(std::move(done));
-    RETURN_IF_ERROR(call->Send(bus_, path));
+    RETURN_IF_ERROR(call->Send(bus(), path));
     return Pending(std::move(call));
   }
 
   absl::StatusOr<Pending> QueryGone(const std::string& unit, GoneDone done) override {
-    ASSIGN_OR_RETURN(MessagePtr m, NewManagerCall(bus_, "GetUnit"));
+    ASSIGN_OR_RETURN(MessagePtr m, NewManagerCall(bus(), "GetUnit"));
     int r = sd_bus_message_append(m.get(), "s", unit.c_str());
     if (r < 0) return SdError(r, "append GetUnit");
-    return CallAsync(bus_, m.get(), [done = std::move(done)](sd_bus_message* reply) {
+    return CallAsync(bus(), m.get(), [done = std::move(done)](sd_bus_message* reply) {
       if (ReplyIsError(reply, "org.freedesktop.systemd1.NoSuchUnit")) return done(true);
       absl::Status st = ReplyStatus(reply);
       if (!st.ok()) return done(st);
@@ -99,34 +99,28 @@ class BusSystemdApi final : public SystemdApi {
   absl::StatusOr<Pending> StopUnit(const std::string& unit, Done done) override {
     return Simple("StopUnit", std::move(done), "ss", unit.c_str(), "replace");
   }
-  absl::StatusOr<Pending> UnrefUnit(const std::string& unit, Done done) override {
-    return Simple("UnrefUnit", std::move(done), "s", unit.c_str());
+  absl::StatusOr<Pending> ResetFailedUnit(const std::string& unit, Done done) override {
+    return Simple("ResetFailedUnit", std::move(done), "s", unit.c_str());
   }
 
   absl::StatusOr<Pending> ListSessionUnits(ListDone done) override {
-    ASSIGN_OR_RETURN(MessagePtr m, NewManagerCall(bus_, "ListUnitsByPatterns"));
+    ASSIGN_OR_RETURN(MessagePtr m, NewManagerCall(bus(), "ListUnitsByPatterns"));
     int r = sd_bus_message_append(m.get(), "asas", 0, 1, kSessionUnitPattern);
     if (r < 0) return SdError(r, "append ListUnitsByPatterns");
-    return CallAsync(bus_, m.get(), [done = std::move(done)](sd_bus_message* reply) {
+    return CallAsync(bus(), m.get(), [done = std::move(done)](sd_bus_message* reply) {
       absl::Status st = ReplyStatus(reply);
       if (!st.ok()) return done(st);
       done(ReadUnitNames(reply));
     });
   }
 
-  std::string UniqueName() const override {
-    const char* name = nullptr;
-    if (sd_bus_get_unique_name(bus_, &name) < 0 || name == nullptr) return {};
-    return name;
-  }
-
  private:
   template <typename... Args>
   absl::StatusOr<Pending> Simple(const char* member, Done done, const char* sig, Args... args) {
-    ASSIGN_OR_RETURN(MessagePtr m, NewManagerCall(bus_, member));
+    ASSIGN_OR_RETURN(MessagePtr m, NewManagerCall(bus(), member));
     int r = sd_bus_message_append(m.get(), sig, args...);
     if (r < 0) return SdError(r, absl::StrCat("append ", member));
-    return CallAsync(bus_, m.get(), [done = std::move(done)](sd_bus_message* reply) {
+    return CallAsync(bus(), m.get(), [done = std::move(done)](sd_bus_message* reply) {
       done(ReplyStatus(reply));
     });
   }
@@ -146,13 +140,15 @@ class BusSystemdApi final : public SystemdApi {
     return names;
   }
 
-  sd_bus* bus_;
+  sd_bus* bus() const noexcept { return source_->bus(); }
+
+  const BusSource* source_;
 };
 
 }  // namespace
 
-std::unique_ptr<SystemdApi> NewBusSystemdApi(sd_bus* bus) {
-  return std::make_unique<BusSystemdApi>(bus);
+std::unique_ptr<SystemdApi> NewBusSystemdApi(const BusSource* source) {
+  return std::make_unique<BusSystemdApi>(source);
 }
 
 }  // namespace opencode::daemon

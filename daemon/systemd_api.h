@@ -40,21 +40,23 @@ class SystemdApi {
   // copies leaves systemd's as the only ones.
   virtual absl::StatusOr<Pending> StartUnit(const UnitRequest& req, int stream_fd, int dir_fd,
                                             Done done) = 0;
-  // GetAll(Unit) + GetAll(Service) of a unit we hold a reference on.
+  // GetAll(Unit) + GetAll(Service) of a PTY unit. A unit systemd already
+  // collected reads as LoadState "not-found" (systemd loads a stub to answer).
   virtual absl::StatusOr<Pending> QueryUnit(const std::string& unit, SnapshotDone done) = 0;
   // GetUnit(unit): true on org.freedesktop.systemd1.NoSuchUnit (the proof a
   // unit is gone), false if systemd still has it loaded.
   virtual absl::StatusOr<Pending> QueryGone(const std::string& unit, GoneDone done) = 0;
   virtual absl::StatusOr<Pending> StopUnit(const std::string& unit, Done done) = 0;
-  virtual absl::StatusOr<Pending> UnrefUnit(const std::string& unit, Done done) = 0;
+  // ResetFailedUnit(unit): a failed unit is kept loaded (CollectMode=inactive)
+  // until this; NoSuchUnit when it is not loaded.
+  virtual absl::StatusOr<Pending> ResetFailedUnit(const std::string& unit, Done done) = 0;
   // ListUnitsByPatterns([], [kSessionUnitPattern]): names only, filtered to
   // IsSessionUnitName.
   virtual absl::StatusOr<Pending> ListSessionUnits(ListDone done) = 0;
-  // Our unique bus name (AddRef's read-back: the unit's Refs).
-  virtual std::string UniqueName() const = 0;
 };
 
-std::unique_ptr<SystemdApi> NewBusSystemdApi(sd_bus* bus);
+// Calls go to `source`'s current connection (it outlives the result).
+std::unique_ptr<SystemdApi> NewBusSystemdApi(const BusSource* source);
 
 // Unit's D-Bus object path (/org/freedesktop/systemd1/unit/<escaped name>).
 absl::StatusOr<std::string> UnitObjectPath(const std::string& unit);

@@ -35,11 +35,17 @@ absl::Status UnitTracker::Init() {
 
 absl::Status UnitTracker::AttachBus(sd_bus* bus, std::function<void(absl::Status)> on_error) {
   on_error_ = std::move(on_error);
+  // A new connection (systemd re-executed): the old one's matches and its
+  // Subscribe are gone with it.
+  unit_removed_match_.reset();
+  job_removed_match_.reset();
+  properties_match_.reset();
+  subscribe_.reset();
+  bus_ = bus;
   sd_bus_slot* slot = nullptr;
-  // The bus daemon filters on sender; the handler still treats what arrives
-  // as a hint only (anyone able to get a signal through proves nothing).
-  // Every match has an install callback: without one, sd-bus fails the whole
-  // connection when the bus daemon refuses a match.
+  // The connection is direct (SystemdConnection): these matches are filters
+  // inside sd-bus, nothing is sent, and only systemd can send on it. The
+  // handler still treats what arrives as a hint only.
   int r = sd_bus_match_signal_async(bus, &slot, kSystemdService, kSystemdPath, kManagerInterface,
                                     "UnitRemoved", &UnitTracker::OnMatch,
                                     &UnitTracker::OnMatchInstalled, this);
@@ -50,9 +56,8 @@ absl::Status UnitTracker::AttachBus(sd_bus* bus, std::function<void(absl::Status
                                 this);
   if (r < 0) return SdError(r, "match JobRemoved");
   job_removed_match_.reset(slot);
-  // One match for every unit object, not one per session: the system bus
-  // limits match rules per connection (512 by default), sessions up to
-  // kMaxSessions. Other units' signals are dropped by name in OnSignal.
+  // One match for every unit object, not one per session; other units'
+  // signals are dropped by name in OnSignal.
   r = sd_bus_add_match_async(bus, &slot,
                              "type='signal',sender='org.freedesktop.systemd1',"
                              "interface='org.freedesktop.DBus.Properties',member='PropertiesChanged',"
@@ -60,67 +65,29 @@ absl::Status UnitTracker::AttachBus(sd_bus* bus, std::function<void(absl::Status
                              &UnitTracker::OnMatch, &UnitTracker::OnMatchInstalled, this);
   if (r < 0) return SdError(r, "match PropertiesChanged");
   properties_match_.reset(slot);
-  // systemd (re)appearing on the bus: after a re-exec or after the bus daemon
-  // dropped its connection, systemd no longer knows our subscription, and
-  // answers that failed while it was away may now succeed. Only the bus
-  // daemon can send this signal; it is still only a hint.
-  r = sd_bus_add_match_async(bus, &slot,
-                             "type='signal',sender='org.freedesktop.DBus',"
-                             "path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',"
-                             "member='NameOwnerChanged',arg0='org.freedesktop.systemd1'",
-                             &UnitTracker::OnMatch, &UnitTracker::OnMatchInstalled, this);
-  if (r < 0) return SdError(r, "match NameOwnerChanged");
-  owner_match_.reset(slot);
-  bus_ = bus;
-  // After the NameOwnerChanged match: the bus driver answers in order, so a
-  // change after its answer arrives as a signal after the reply.
-  RETURN_IF_ERROR(QueryOwner());
-  return Subscribe();
-}
-
-absl::Status UnitTracker::QueryOwner() {
-  sd_bus_message* raw = nullptr;
-  int r = sd_bus_message_new_method_call(bus_, &raw, kBusDriverName, kBusDriverPath,
-                                         kBusDriverName, "GetNameOwner");
-  if (r < 0) return SdError(r, "new GetNameOwner");
-  MessagePtr m(raw);
-  if ((r = sd_bus_message_append(raw, "s", kSystemdService)) < 0) return SdError(r, "append GetNameOwner");
-  ASSIGN_OR_RETURN(owner_query_, CallAsync(bus_, raw, [this](sd_bus_message* reply) {
-                     owner_query_.reset();
-                     const char* owner = nullptr;
-                     if (ReplyStatus(reply).ok() && sd_bus_message_read(reply, "s", &owner) > 0) {
-                       SetOwner(owner);
-                     } else if (ReplyIsError(reply, "org.freedesktop.DBus.Error.NameHasNoOwner")) {
-                       SetOwner("");
-                     } else if (on_error_) {
-                       on_error_(absl::UnavailableError(absl::StrCat(
-                           "GetNameOwner(", kSystemdService, "): ", ReplyStatus(reply).message())));
-                     }
-                   }));
+  SystemdConnected();
   return absl::OkStatus();
 }
 
-// A new owner (a restarted or re-executed systemd, or the first answer while
-// units wait) is an appearance: coalesced, it costs one Subscribe, one query
-// per watched unit and one retry of the owner's unproven units.
-void UnitTracker::SetOwner(std::string_view owner) {
-  if (owner == systemd_owner_) return;
-  systemd_owner_ = std::string(owner);
-  if (owner.empty()) return;
+// systemd names itself org.freedesktop.systemd1 on its direct connections
+// (sd_bus_set_sender). A (re)connection is an appearance: coalesced, it costs
+// one Subscribe, one query per watched unit and one retry of the owner's
+// unproven units.
+void UnitTracker::SystemdConnected() {
+  systemd_owner_ = kSystemdService;
   systemd_appeared_ = true;
   queue_.RequeryAll();
   if (defer_) sd_event_source_set_enabled(defer_.get(), SD_EVENT_ONESHOT);
 }
 
-// systemd emits unit signals on the system bus only while someone is
-// subscribed.
+// systemd sends its signals to every direct connection; Subscribe is what its
+// D-Bus API asks of a client anyway, and costs one call per connection.
 absl::Status UnitTracker::Subscribe() {
   if (subscribe_) return absl::OkStatus();  // one in flight is enough
   ASSIGN_OR_RETURN(MessagePtr m, NewManagerCall(bus_, "Subscribe"));
   ASSIGN_OR_RETURN(subscribe_, CallAsync(bus_, m.get(), [this](sd_bus_message* reply) {
                      subscribe_.reset();
                      absl::Status st = ReplyStatus(reply);
-                     // A re-executed systemd keeps its subscribers.
                      if (IsBusError(st, "org.freedesktop.systemd1.AlreadySubscribed")) return;
                      if (!st.ok() && on_error_) on_error_(st);
                    }));
@@ -169,23 +136,10 @@ int UnitTracker::OnMatch(sd_bus_message* m, void* userdata, sd_bus_error* /*erro
 
 void UnitTracker::OnSignal(sd_bus_message* m) noexcept {
   if (m == nullptr) return;
-  // The sender field of a message on a bus is set by the bus daemon, never by
-  // the sending peer; a well-known name in a match rule does not filter it
-  // (sd-bus matches it against any unique sender), and a unicast signal to our
-  // unique name bypasses match rules altogether. So the sender decides here.
+  // Only systemd can send on the direct connection, and it sets this sender;
+  // anything else (or anything before the connection is up) is dropped.
   const char* sender = sd_bus_message_get_sender(m);
   std::string_view from = sender != nullptr ? sender : "";
-  if (sd_bus_message_is_signal(m, kBusDriverName, "NameOwnerChanged") > 0) {
-    if (from != kBusDriverName) {
-      ++foreign_signals_;
-      return;
-    }
-    const char *name = nullptr, *old_owner = nullptr, *new_owner = nullptr;
-    if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) <= 0) return;
-    if (std::strcmp(name, kSystemdService) != 0) return;
-    SetOwner(new_owner);
-    return;
-  }
   if (systemd_owner_.empty() || from != systemd_owner_) {
     ++foreign_signals_;
     return;
@@ -314,33 +268,8 @@ absl::Status Reaper::Start(bool stop_first) {
     Query();
     return absl::OkStatus();
   }
-  Unref();
+  Stop();
   return absl::OkStatus();
-}
-
-// UnrefUnit before StopUnit: systemd tracks each unit reference (AddRef) and
-// each job's requester with one match rule on its own bus connection, and the
-// system bus allows it 512. Releasing the reference first keeps a session's
-// cost at one rule while its stop job runs, so a mass disconnect of
-// kMaxSessions sessions never holds 2 x kMaxSessions of systemd's rules.
-void Reaper::Unref() noexcept {
-  auto pending = api_->UnrefUnit(unit_, [this](absl::Status st) {
-    call_.reset();
-    // NotReferenced: a unit of an earlier supervisor process, whose reference
-    // died with its bus connection; NoSuchUnit: already gone.
-    if (!st.ok() && !IsBusError(st, "org.freedesktop.systemd1.NoSuchUnit") &&
-        !IsBusError(st, "org.freedesktop.systemd1.NotReferenced")) {
-      last_error_ = st;
-      resend_ = true;
-    }
-    Stop();
-  });
-  if (!pending.ok()) {
-    last_error_ = pending.status();
-    Stop();
-    return;
-  }
-  call_ = std::move(*pending);
 }
 
 void Reaper::Stop() noexcept {
@@ -355,12 +284,17 @@ void Reaper::Stop() noexcept {
   });
   if (!pending.ok()) {
     last_error_ = pending.status();
+    resend_ = true;
     Query();
     return;
   }
   call_ = std::move(*pending);
 }
 
+// One proof step: ResetFailedUnit, then GetUnit. PTY units hold no reference
+// (CollectMode=inactive): systemd collects one as soon as it is inactive, but
+// keeps a failed one loaded (its Result readable) until it is reset; a reset
+// of a unit that is still running or already gone changes nothing.
 void Reaper::Query() noexcept {
   querying_phase_ = true;
   if (call_) {
@@ -371,6 +305,19 @@ void Reaper::Query() noexcept {
   // query in flight plus one pending; the cleanup deadline is the bound.
   requery_ = false;
   ++queries_;
+  auto pending = api_->ResetFailedUnit(unit_, [this](absl::Status st) {
+    call_.reset();
+    if (!st.ok() && !IsBusError(st, "org.freedesktop.systemd1.NoSuchUnit")) last_error_ = st;
+    AskGone();
+  });
+  if (!pending.ok()) {
+    last_error_ = pending.status();
+    return;
+  }
+  call_ = std::move(*pending);
+}
+
+void Reaper::AskGone() noexcept {
   auto pending = api_->QueryGone(unit_, [this](absl::StatusOr<bool> gone) {
     call_.reset();
     if (gone.ok() && *gone) {
@@ -389,18 +336,17 @@ void Reaper::Query() noexcept {
 }
 
 void Reaper::OnUnitHint() noexcept {
-  // Hints before StopUnit/UnrefUnit were answered are covered by the query
+  // Hints before StopUnit was answered are covered by the query
   // that follows them.
   if (!querying_phase_ || gone_ || !done_) return;
-  // A reference or stop that systemd lost (found by issue #17's soak: a
-  // daemon-reexec while a session was reaped left the unit referenced and
-  // loaded until the retry list, 10 s after the cleanup deadline): once per
-  // hint or tick, never from a reply, so a systemd away from the bus costs
-  // one failed round per tick, not a loop.
+  // A stop that systemd lost (found by issue #17's soak: a daemon-reexec
+  // while a session was reaped left the unit loaded until the retry list,
+  // 10 s after the cleanup deadline): sent again once per hint or tick,
+  // never from a reply, so a systemd away costs one failed call per tick.
   if (resend_ && !call_) {
     resend_ = false;
     querying_phase_ = false;
-    return Unref();
+    return Stop();
   }
   Query();
 }

@@ -2,12 +2,11 @@
 // PropertiesChanged) become hints in one bounded coalescing queue, and hints
 // only ever trigger re-queries by the unit's watcher. Invariants: nothing here
 // concludes anything from a signal; a unit is "finished" or "gone" only by the
-// answer of an explicit query (UnitMonitor, Reaper). A signal counts as a hint
-// only from systemd's current unique name (learnt from the bus driver with
-// GetNameOwner and NameOwnerChanged), and NameOwnerChanged only from the bus
-// driver itself: a unicast signal any local peer sends to our unique name
-// costs one comparison and nothing else. Hints never spend a Reaper's budget
-// (only time does).
+// answer of an explicit query (UnitMonitor, Reaper). Signals arrive only on
+// the direct connection to systemd (SystemdConnection), where no other peer
+// can send; a signal counts as a hint only with the sender systemd sets there
+// (org.freedesktop.systemd1), and costs one comparison otherwise. Hints never
+// spend a Reaper's budget (only time does).
 #pragma once
 
 #include <systemd/sd-bus.h>
@@ -44,17 +43,19 @@ class UnitTracker {
   UnitTracker& operator=(const UnitTracker&) = delete;
 
   absl::Status Init();
-  // Manager.Subscribe and matches for Manager.UnitRemoved / JobRemoved and
-  // PropertiesChanged of unit objects from systemd (all asynchronous).
-  // `on_error` reports a failed Subscribe or match.
-  // Also matches NameOwnerChanged of org.freedesktop.systemd1: when systemd
-  // (re)appears, Subscribe is sent again, every watched unit is re-queried
-  // and `on_systemd_appeared` (SetOnSystemdAppeared) runs.
+  // Matches for Manager.UnitRemoved / JobRemoved and PropertiesChanged of unit
+  // objects on the direct connection to systemd, then SystemdConnected().
+  // Called again with the new connection after a reconnection. `on_error`
+  // reports a failed Subscribe.
   absl::Status AttachBus(sd_bus* bus, std::function<void(absl::Status)> on_error);
+  // systemd is (again) at the other end: Subscribe is sent, every watched
+  // unit is re-queried and `on_systemd_appeared` (SetOnSystemdAppeared) runs,
+  // once per burst of calls.
+  void SystemdConnected();
   void SetOnSystemdAppeared(std::function<void()> cb) { on_systemd_appeared_ = std::move(cb); }
   size_t systemd_appearances() const noexcept { return systemd_appearances_; }
-  // systemd's unique name as last told by the bus driver ("" while unknown or
-  // absent: then no signal is a hint and only the poll tick re-queries).
+  // The sender systemd's signals carry ("" until connected: then no signal
+  // is a hint and only the poll tick re-queries).
   const std::string& systemd_owner() const noexcept { return systemd_owner_; }
   // Signals dropped because of their sender (for tests and STATUS=).
   uint64_t foreign_signals() const noexcept { return foreign_signals_; }
@@ -95,15 +96,13 @@ class UnitTracker {
   void Remove(const std::string& unit);
   void ArmTick();
   absl::Status Subscribe();
-  absl::Status QueryOwner();
-  void SetOwner(std::string_view owner);
 
   sd_event* event_;
   HintQueue queue_;
   std::map<std::string, Entry, std::less<>> watched_;
   EventSourcePtr defer_;
   EventSourcePtr tick_;
-  SlotPtr unit_removed_match_, job_removed_match_, properties_match_, owner_match_;
+  SlotPtr unit_removed_match_, job_removed_match_, properties_match_;
   sd_bus* bus_ = nullptr;
   Pending subscribe_;
   std::function<void(absl::Status)> on_error_;
@@ -111,7 +110,6 @@ class UnitTracker {
   bool systemd_appeared_ = false;
   size_t systemd_appearances_ = 0;
   std::string systemd_owner_;
-  Pending owner_query_;
   uint64_t foreign_signals_ = 0;
 };
 
@@ -140,8 +138,8 @@ class UnitMonitor final : public UnitWatcher {
   size_t queries_ = 0;
 };
 
-// Stops a unit and proves it gone: UnrefUnit -> StopUnit("replace") -> GetUnit
-// until org.freedesktop.systemd1.NoSuchUnit, re-asking on hints and ticks
+// Stops a unit and proves it gone: StopUnit("replace") -> (ResetFailedUnit,
+// GetUnit) until GetUnit answers org.freedesktop.systemd1.NoSuchUnit, re-asking on hints and ticks
 // (at most one query in flight plus one pending), and giving up only at
 // kCleanupDeadlineUsec: time, never the number of hints, ends the proof.
 class Reaper final : public UnitWatcher {
@@ -150,7 +148,7 @@ class Reaper final : public UnitWatcher {
   using Done = std::function<void(absl::Status)>;
   Reaper(SystemdApi* api, UnitTracker* tracker, sd_event* event, std::string unit, Done done);
 
-  // `stop_first` = false skips UnrefUnit/StopUnit (the unit is known to be
+  // `stop_first` = false skips StopUnit (the unit is known to be
   // released already) and only proves.
   absl::Status Start(bool stop_first = true);
   bool gone() const noexcept { return gone_; }
@@ -160,9 +158,9 @@ class Reaper final : public UnitWatcher {
 
  private:
   static int OnDeadline(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
-  void Unref() noexcept;
   void Stop() noexcept;
   void Query() noexcept;
+  void AskGone() noexcept;
   void Finish(absl::Status status) noexcept;
 
   SystemdApi* api_;
@@ -175,9 +173,9 @@ class Reaper final : public UnitWatcher {
   Pending call_;
   bool querying_phase_ = false;
   bool requery_ = false;
-  // UnrefUnit or StopUnit failed otherwise than "already gone" (systemd left
-  // the bus in a daemon-reexec and never answered): sent again on the next
-  // hint or tick, at most once per hint, while the unit is still there.
+  // StopUnit failed otherwise than "already gone" (systemd re-executing
+  // never answered): sent again on the next hint or tick, at most once per
+  // hint, while the unit is not proven gone.
   bool resend_ = false;
   bool gone_ = false;
   size_t queries_ = 0;

@@ -35,8 +35,8 @@ struct PropertySpec {
   bool request = true;     // false: read-back only (a consequence of the request)
 };
 
-// The table for `req`. Descriptor properties and AddRef are not in it: they
-// have no read-back value of their own (see AppendStartTransientUnit and
+// The table for `req`. Descriptor properties are not in it: they have no
+// read-back value of their own (see AppendStartTransientUnit and
 // VerifyReadBack).
 std::vector<PropertySpec> BuildPropertySpecs(const UnitRequest& req);
 
@@ -52,11 +52,11 @@ absl::Status AppendStartTransientUnit(sd_bus_message* m, const UnitRequest& req,
 // ExecMainStatus, Result). Everything else in the reply is skipped.
 const PropNameSet& SnapshotPropertyNames(Interface iface);
 
-// Compares the read-back of every spec, plus: Refs names `bus_unique_name`
-// (AddRef took effect), the unit is loaded, transient and has our name.
+// Compares the read-back of every spec, plus: Refs is empty (nothing keeps the
+// unit loaded past its end), the unit is loaded, transient and has our name.
 // FailedPrecondition names the first property that differs.
 absl::Status VerifyReadBack(const std::vector<PropertySpec>& specs, const PropMap& unit,
-                            const PropMap& service, std::string_view bus_unique_name);
+                            const PropMap& service);
 
 // The unit name for a session id.
 std::string SessionUnitName(std::string_view session_id);

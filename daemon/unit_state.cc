@@ -48,6 +48,11 @@ bool IsUnitFinished(const UnitSnapshot& s) {
   return active.ok() && (*active == "inactive" || *active == "failed") && NoJob(s);
 }
 
+bool IsUnitCollected(const UnitSnapshot& s) {
+  auto load = GetProp<std::string>(s.unit, "LoadState");
+  return load.ok() && *load == "not-found";
+}
+
 absl::StatusOr<ExitInfo> ReadExitInfo(const UnitSnapshot& s) {
   ASSIGN_OR_RETURN(int32_t code, GetProp<int32_t>(s.service, "ExecMainCode"));
   ASSIGN_OR_RETURN(int32_t status, GetProp<int32_t>(s.service, "ExecMainStatus"));

@@ -29,6 +29,11 @@ StartReading ReadStart(const UnitSnapshot& s);
 // Inactive or failed with no job pending: the unit's processes are gone.
 bool IsUnitFinished(const UnitSnapshot& s);
 
+// systemd no longer has the unit: answering GetAll it loaded a stub
+// (LoadState "not-found"). A PTY unit is collected only once it ended
+// inactive; a failed one stays loaded until the supervisor resets it.
+bool IsUnitCollected(const UnitSnapshot& s);
+
 struct ExitInfo {
   std::optional<int64_t> code;  // exit status if the main process exited
   std::string signal;           // signal name ("KILL") if it was killed

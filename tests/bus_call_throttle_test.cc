@@ -1,7 +1,10 @@
 // The supervisor's D-Bus call throttle over a real sd-bus peer-to-peer
 // connection (socketpair) on a private sd-event loop: at most
 // kMaxBusCallsInFlight calls wait for replies, the rest wait in FIFO order,
-// every handler runs exactly once, and a cancelled call frees its place.
+// every handler runs exactly once, and a cancelled call frees its place. When
+// the connection ends (systemd re-executing), calls in flight and calls still
+// queued all get an error reply, the queued ones from the loop, and nothing
+// exits.
 #include "daemon/bus_call.h"
 
 #include <gtest/gtest.h>
@@ -45,7 +48,7 @@ struct Loop {
   ~Loop() {
     for (auto* m : held) sd_bus_message_unref(m);
     sd_bus_flush_close_unref(client);
-    sd_bus_flush_close_unref(server);
+    if (server != nullptr) sd_bus_flush_close_unref(server);
     sd_event_unref(event);
   }
 
@@ -134,6 +137,39 @@ TEST(BusCallThrottle, CancellingFreesPlacesAndRemovesQueuedCalls) {
   for (uint32_t n : l.order) EXPECT_NE(n, limits::kMaxBusCallsInFlight + 1);
   calls.clear();
   EXPECT_EQ(BusCallsInFlight(), 0u);
+}
+
+TEST(BusCallThrottle, WhenTheConnectionEndsQueuedCallsGetAnErrorReplyToo) {
+  Loop l;
+  const size_t kCalls = limits::kMaxBusCallsInFlight + 3;
+  std::vector<uint32_t> failed;
+  std::vector<Pending> calls;
+  for (uint32_t i = 0; i < kCalls; ++i) {
+    sd_bus_message* m = nullptr;
+    ASSERT_GE(sd_bus_message_new_method_call(l.client, &m, nullptr, "/x", "t.T", "Ping"), 0);
+    ASSERT_GE(sd_bus_message_append(m, "u", i), 0);
+    auto p = CallAsync(l.client, m, [&failed, i](sd_bus_message* reply) {
+      EXPECT_FALSE(ReplyStatus(reply).ok());
+      failed.push_back(i);
+    });
+    sd_bus_message_unref(m);
+    ASSERT_TRUE(p.ok());
+    calls.push_back(std::move(*p));
+  }
+  ASSERT_TRUE(l.RunUntil([&] { return l.held.size() == limits::kMaxBusCallsInFlight; }));
+  EXPECT_EQ(BusCallsWaiting(), 3u);
+  // The peer goes away without answering.
+  for (auto* m : l.held) sd_bus_message_unref(m);
+  l.held.clear();
+  sd_bus_flush_close_unref(l.server);
+  l.server = nullptr;
+  ASSERT_TRUE(l.RunUntil([&] { return failed.size() == kCalls; }));
+  EXPECT_EQ(sd_event_get_state(l.event), SD_EVENT_INITIAL) << "the loop goes on";
+  int code = 0;
+  EXPECT_LT(sd_event_get_exit_code(l.event, &code), 0) << "nobody asked the loop to exit";
+  EXPECT_EQ(BusCallsInFlight(), 0u);
+  EXPECT_EQ(BusCallsWaiting(), 0u);
+  calls.clear();
 }
 
 }  // namespace

@@ -189,8 +189,8 @@ class FakeSystemd final : public SystemdApi {
     c->done = std::move(done);
     return Handle(c);
   }
-  absl::StatusOr<Pending> UnrefUnit(const std::string& unit, Done done) override {
-    auto c = Record("UnrefUnit", unit);
+  absl::StatusOr<Pending> ResetFailedUnit(const std::string& unit, Done done) override {
+    auto c = Record("ResetFailedUnit", unit);
     c->done = std::move(done);
     return Handle(c);
   }
@@ -199,7 +199,6 @@ class FakeSystemd final : public SystemdApi {
     c->list = std::move(done);
     return Handle(c);
   }
-  std::string UniqueName() const override { return ":1.42"; }
 
   size_t Count(const std::string& method) const {
     size_t n = 0;
@@ -220,7 +219,10 @@ class FakeSystemd final : public SystemdApi {
     done(st);
     return true;
   }
+  // One proof step of a Reaper: its ResetFailedUnit (answered OK) if one is
+  // pending, then its GetUnit (`gone`: NoSuchUnit).
   bool AnswerGone(bool gone) {
+    Answer("ResetFailedUnit", absl::OkStatus());
     auto c = Take("QueryGone");
     if (!c) return false;
     auto done = c->gone;

@@ -79,8 +79,7 @@ struct ManagerTest : ::testing::Test {
     list->list(std::move(leftovers));
   }
   void ReapOne() {
-    ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd->Pending_("UnrefUnit") != nullptr; }));
-    systemd->Answer("UnrefUnit", absl::OkStatus());
+    ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd->Pending_("StopUnit") != nullptr; }));
     ASSERT_TRUE(systemd->Answer("StopUnit", absl::OkStatus()));
     ASSERT_TRUE(systemd->AnswerGone(true));
   }
@@ -155,8 +154,8 @@ bool SystemdAway(sd_event* e, FakeSystemd* systemd, Pred done, int ms) {
   return testing::RunUntil(
       e,
       [&] {
-        while (systemd->Answer("UnrefUnit", absl::UnavailableError("systemd away"))) {}
         while (systemd->Answer("StopUnit", absl::UnavailableError("systemd away"))) {}
+        while (systemd->Answer("ResetFailedUnit", absl::UnavailableError("systemd away"))) {}
         while (systemd->AnswerGone(false)) {}
         return done();
       },
@@ -175,10 +174,10 @@ TEST_F(ManagerTest, LeftoverNotProvenGoneIsRetriedWhenSystemdIsBackAndHoldsASlot
   UniqueFd c = Connect();
   ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return manager->HandshakeCount() == 1; }));
   // systemd is back (what the NameOwnerChanged hint and the timer both call).
-  const size_t unrefs = systemd->Count("UnrefUnit");
+  const size_t stops = systemd->Count("StopUnit");
   manager->RetryUnproven();
   manager->RetryUnproven();  // a second trigger while one attempt runs adds none
-  EXPECT_EQ(systemd->Count("UnrefUnit"), unrefs + 1);
+  EXPECT_EQ(systemd->Count("StopUnit"), stops + 1);
   ReapOne();
   EXPECT_TRUE(manager->unproven().empty());
   EXPECT_EQ(manager->SessionCount(), 1u) << "only the live connection";
@@ -197,11 +196,11 @@ TEST_F(ManagerTest, SessionUnitNotProvenGoneIsRetriedByTheTimer) {
   ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return manager->SessionCount() == 1; }))
       << "the session is gone, its unit still holds a slot";
   // The retry timer starts a new attempt without any outside trigger.
-  const size_t unrefs = systemd->Count("UnrefUnit");
+  const size_t stops = systemd->Count("StopUnit");
   ASSERT_TRUE(testing::RunUntil(
-      event.get(), [&] { return systemd->Count("UnrefUnit") > unrefs; },
+      event.get(), [&] { return systemd->Count("StopUnit") > stops; },
       static_cast<int>(limits::kUnprovenRetryIntervalUsec / 1000) + 2000));
-  EXPECT_EQ(systemd->Pending_("UnrefUnit")->unit, unit);
+  EXPECT_EQ(systemd->Pending_("StopUnit")->unit, unit);
   ReapOne();
   EXPECT_TRUE(manager->unproven().empty());
   EXPECT_EQ(manager->SessionCount(), 0u);

@@ -317,7 +317,8 @@ TEST(BusAuthenticator, WithoutSoPeerPidfdEveryConnectionIsKernelUnsupported) {
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
   UniqueFd a(sv[0]), b(sv[1]);
   MainPidCache cache;
-  auto auth = NewBusAuthenticator(bus.get(), {.peer_pidfd = false, .main_pid_cache = &cache});
+  FixedBus source(bus.get());
+  auto auth = NewBusAuthenticator(&source, {.peer_pidfd = false, .main_pid_cache = &cache});
   std::optional<AuthResult> result;
   auto pending = auth->Authenticate(a.get(), [&](AuthResult r) { result = std::move(r); });
   ASSERT_TRUE(result.has_value()) << "refused synchronously, from kernel facts alone";

@@ -66,7 +66,7 @@ UnitSnapshot GoodSnapshot(const UnitRequest& req) {
   UnitSnapshot s;
   for (const PropertySpec& spec : BuildPropertySpecs(req))
     (spec.iface == Interface::kUnit ? s.unit : s.service)[spec.name] = spec.value;
-  s.unit["Refs"] = std::vector<std::string>{":1.42"};
+  s.unit["Refs"] = std::vector<std::string>{};
   s.unit["Job"] = JobRef{0, ObjectPath{"/"}};
   s.unit["ActiveState"] = std::string("active");
   s.unit["InvocationID"] = std::vector<uint8_t>(16, 0xcd);
@@ -127,10 +127,9 @@ struct SessionTest : ::testing::Test {
     if (auto* i = std::get_if<int64_t>(&it->second)) return std::to_string(*i);
     return "null";
   }
-  // Reaper sequence: unref, stop, proven gone.
+  // Reaper sequence: stop, reset-failed, proven gone.
   void CompleteReap() {
-    ASSERT_TRUE(Wait([&] { return systemd.Pending_("UnrefUnit") != nullptr; }));
-    systemd.Answer("UnrefUnit", absl::OkStatus());
+    ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
     ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
     ASSERT_TRUE(systemd.AnswerGone(true));
   }
@@ -431,6 +430,73 @@ TEST_F(SessionTest, NoReportAfterAStopIsNeverCodeZero) {
   EXPECT_FALSE(std::get<bool>(e.fields["exact"]));
 }
 
+// systemd collected the unit before the supervisor read it (it holds no
+// reference): GetAll answers with a stub, LoadState "not-found". Only an
+// inactive unit is collected, so the unit's view is "ended cleanly"; the
+// command's own report still decides when there is one.
+UnitSnapshot Collected() {
+  UnitSnapshot s;
+  s.unit["LoadState"] = std::string("not-found");
+  s.unit["ActiveState"] = std::string("inactive");
+  s.unit["Job"] = JobRef{0, ObjectPath{"/"}};
+  s.service["ExecMainCode"] = int32_t{0};
+  s.service["ExecMainStatus"] = int32_t{0};
+  s.service["Result"] = std::string("success");
+  return s;
+}
+
+TEST_F(SessionTest, ACollectedUnitEndsWithTheCommandsReport) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  FromUnit(std::string("E\x00\x00\x10\x01", 5));
+  FromUnit(std::string("Xx\x07", 3));
+  close(unit);
+  for (auto& c : systemd.calls()) c->stream_fd = -1;
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
+  ASSERT_TRUE(systemd.AnswerSnapshot(Collected()));
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  Envelope e = Terminal();
+  EXPECT_EQ(e.type, "exit");
+  EXPECT_EQ(Code(e), "7");
+  EXPECT_TRUE(std::get<bool>(e.fields["exact"]));
+}
+
+TEST_F(SessionTest, ACollectedUnitWithoutAReportEndedCleanly) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  close(unit);
+  for (auto& c : systemd.calls()) c->stream_fd = -1;
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
+  ASSERT_TRUE(systemd.AnswerSnapshot(Collected()));
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  Envelope e = Terminal();
+  EXPECT_EQ(e.type, "exit");
+  EXPECT_EQ(Code(e), "0") << "the stub's ExecMainCode 0 is no status; collected means clean";
+  EXPECT_TRUE(IsNull(e, "signal"));
+  EXPECT_FALSE(std::get<bool>(e.fields["exact"]));
+}
+
+TEST_F(SessionTest, ACollectedUnitAfterAStopWithoutAReportIsTerm) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  SendStop();
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
+  systemd.Answer("StopUnit", absl::OkStatus());
+  close(unit);
+  for (auto& c : systemd.calls()) c->stream_fd = -1;
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
+  ASSERT_TRUE(systemd.AnswerSnapshot(Collected()));
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  Envelope e = Terminal();
+  EXPECT_EQ(e.type, "exit");
+  EXPECT_TRUE(IsNull(e, "code"));
+  EXPECT_EQ(std::get<std::string>(e.fields["signal"]), "TERM");
+  EXPECT_FALSE(std::get<bool>(e.fields["exact"]));
+}
+
 // A command killed by the stop's signal within script's 2 s: the monitor
 // reports it; script itself exited 0 (systemd's Result "success"), which must
 // not reach the client as a success.
@@ -552,7 +618,7 @@ TEST_F(SessionTest, FailedStopUnitEndsWithStopFailedAndReaps) {
   SendStop();
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
   systemd.Answer("StopUnit", absl::UnavailableError("org.freedesktop.DBus.Error.NoReply: timeout"));
-  ASSERT_TRUE(Wait([&] { return systemd.Pending_("UnrefUnit") != nullptr; }, 2000))
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }, 2000))
       << "the reaper stops again and proves";
   CompleteReap();
   ASSERT_TRUE(ReadUntilEof());
@@ -570,7 +636,7 @@ TEST_F(SessionTest, StopThatNeverFinishesEndsAtTheStopDeadline) {
   // systemd keeps saying "active" (a stop that hangs).
   ASSERT_TRUE(Wait([&] {
     while (systemd.Pending_("QueryUnit")) systemd.AnswerSnapshot(GoodSnapshot(request));
-    return systemd.Pending_("UnrefUnit") != nullptr;
+    return systemd.Pending_("StopUnit") != nullptr;
   }, static_cast<int>(limits::kStopRequestDeadlineUsec / 1000) + 3000));
   CompleteReap();
   ASSERT_TRUE(ReadUntilEof());
@@ -656,13 +722,13 @@ TEST_F(SessionTest, EveryReadBackPropertyIsChecked) {
     UnitSnapshot s = GoodSnapshot(req);
     auto& map = spec.iface == Interface::kUnit ? s.unit : s.service;
     map[spec.name] = OtherType{"weakened"};
-    EXPECT_FALSE(VerifyReadBack(BuildPropertySpecs(req), s.unit, s.service, ":1.42").ok())
-        << spec.name;
+    EXPECT_FALSE(VerifyReadBack(BuildPropertySpecs(req), s.unit, s.service).ok()) << spec.name;
   }
   UnitSnapshot s = GoodSnapshot(req);
-  EXPECT_TRUE(VerifyReadBack(BuildPropertySpecs(req), s.unit, s.service, ":1.42").ok());
-  EXPECT_FALSE(VerifyReadBack(BuildPropertySpecs(req), s.unit, s.service, ":1.43").ok())
-      << "Refs must name our connection (AddRef)";
+  EXPECT_TRUE(VerifyReadBack(BuildPropertySpecs(req), s.unit, s.service).ok());
+  s.unit["Refs"] = std::vector<std::string>{":1.43"};
+  EXPECT_FALSE(VerifyReadBack(BuildPropertySpecs(req), s.unit, s.service).ok())
+      << "a unit someone references would outlive its end";
 }
 
 TEST_F(SessionTest, StartFailureIsReportedAndCleanedUp) {
@@ -684,7 +750,7 @@ TEST_F(SessionTest, ClientGoneWhileStartTransientUnitInFlight) {
   testing::RunFor(event.get(), 50);
   EXPECT_EQ(obs.finished, 0) << "must not end before systemd answered";
   EXPECT_EQ(systemd.Count("StopUnit"), 0u);
-  EXPECT_EQ(systemd.Count("UnrefUnit"), 0u);
+  EXPECT_EQ(systemd.Count("ResetFailedUnit"), 0u);
   systemd.Answer("StartUnit", absl::OkStatus());  // systemd made the unit after all
   CompleteReap();
   ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
@@ -1015,7 +1081,7 @@ TEST_F(SessionTest, UnitStartDeadline) {
   ASSERT_TRUE(Wait(
       [&] {
         while (systemd.Pending_("QueryUnit")) systemd.AnswerSnapshot(pending);
-        return systemd.Pending_("UnrefUnit") != nullptr;
+        return systemd.Pending_("StopUnit") != nullptr;
       },
       static_cast<int>(limits::kUnitStartDeadlineUsec / 1000) + 3000));
   CompleteReap();

@@ -51,12 +51,8 @@ struct CountingWatcher final : UnitWatcher {
 };
 
 // The bus driver names :1.1 as systemd; only its signals are hints.
-void AnnounceSystemd(UnitTracker& tracker, MessageFactory& f) {
-  auto m = f.Signal("/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged",
-                    "org.freedesktop.DBus", [](sd_bus_message* s) {
-                      sd_bus_message_append(s, "sss", "org.freedesktop.systemd1", "", ":1.1");
-                    });
-  tracker.OnSignal(m.get());
+void AnnounceSystemd(UnitTracker& tracker, MessageFactory& /*f*/) {
+  tracker.SystemdConnected();
   tracker.DispatchHints();
 }
 
@@ -72,7 +68,7 @@ TEST(UnitTracker, FloodThroughTheMatchHandlerIsBoundedAndEveryoneReQueries) {
   ASSERT_TRUE(wa.ok() && wb.ok());
   for (int i = 0; i < 10000; ++i) {
     auto m = f.Signal("/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
-                      "UnitRemoved", ":1.1", [&](sd_bus_message* s) {
+                      "UnitRemoved", "org.freedesktop.systemd1", [&](sd_bus_message* s) {
                         sd_bus_message_append(s, "so", UnitName(1 + i % 2).c_str(), "/x");
                       });
     tracker.OnSignal(m.get());
@@ -95,7 +91,7 @@ TEST(UnitTracker, SignalsForUnwatchedOrForeignUnitsCostNothing) {
   for (const char* unit : {"opencode-pty-supervisor.service", "sshd.service",
                            "opencode-pty-0123456789abcdef0123456789abcdef.service"}) {
     auto m = f.Signal("/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
-                      "UnitRemoved", ":1.1",
+                      "UnitRemoved", "org.freedesktop.systemd1",
                       [&](sd_bus_message* s) { sd_bus_message_append(s, "so", unit, "/x"); });
     tracker.OnSignal(m.get());
   }

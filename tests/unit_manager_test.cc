@@ -1,12 +1,17 @@
-// Hints are never evidence: a UnitRemoved from systemd's own name -> exactly
-// one query, stopped=false (the pilot's TestForgedUnitRemovedSignalCannot-
-// ProveCleanup), the same for JobRemoved and PropertiesChanged; a signal from
-// any other sender (:1.999) or a NameOwnerChanged not from the bus driver is
-// no hint at all, also on a real dbus-daemon with the forger sending unicast
-// to the supervisor's unique name; the Reaper's unref -> stop -> prove-gone
-// sequence with its bounds (hints never spend it); systemd reappearing on the
-// bus (NameOwnerChanged from the driver) re-queries every watched unit once.
+// Hints are never evidence: a UnitRemoved from systemd -> exactly one query,
+// stopped=false (the pilot's TestForgedUnitRemovedSignalCannotProveCleanup),
+// the same for JobRemoved and PropertiesChanged; a signal with any other
+// sender (:1.999) or a NameOwnerChanged is no hint at all; the Reaper's
+// stop -> reset-failed -> prove-gone sequence with its bounds (hints never
+// spend it); a (re)connection to systemd re-queries every watched unit once.
+// On a real direct connection (SystemdConnection against a stand-in systemd
+// server on a Unix socket): the peer must be the expected process, systemd's
+// signals are hints, and when the server drops the connection the supervisor
+// reconnects, re-attaches and re-queries every watched unit.
 #include <signal.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +23,7 @@
 
 #include "common/limits.h"
 #include "daemon/journal.h"
+#include "daemon/systemd_connection.h"
 #include "daemon/unit_manager.h"
 #include "daemon/unit_state.h"
 #include "tests/daemon_test_util.h"
@@ -42,8 +48,8 @@ UnitSnapshot Snapshot(const char* active, uint32_t job = 0) {
   return s;
 }
 
-// systemd's unique name in the tests below, and a local peer's.
-constexpr char kSystemdOwner[] = ":1.1";
+// The sender systemd sets on its direct connections, and a local peer's name.
+constexpr char kSystemdOwner[] = "org.freedesktop.systemd1";
 constexpr char kForger[] = ":1.999";
 
 MessagePtr UnitRemovedFrom(MessageFactory& f, const char* sender) {
@@ -58,11 +64,10 @@ MessagePtr OwnerChanged(MessageFactory& f, const char* name, const char* new_own
 }
 
 struct Fixture : ::testing::Test {
-  // The bus driver announces systemd as kSystemdOwner before anything is watched.
+  // The connection to systemd is up before anything is watched.
   void SetUp() override {
     ASSERT_TRUE(tracker.Init().ok());
-    auto m = OwnerChanged(f, "org.freedesktop.systemd1", kSystemdOwner);
-    tracker.OnSignal(m.get());
+    tracker.SystemdConnected();
     ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return tracker.systemd_appearances() == 1; }));
     ASSERT_EQ(tracker.systemd_owner(), kSystemdOwner);
   }
@@ -99,7 +104,7 @@ TEST_F(Watch, UnitRemovedFromSystemdGivesExactlyOneQueryAndStoppedFalse) {
 
 TEST_F(Watch, SignalsFromAnyOtherSenderAreNoHints) {
   ASSERT_TRUE(monitor->Start().ok());
-  for (const char* sender : {kForger, "org.freedesktop.systemd1", "org.freedesktop.DBus", ""}) {
+  for (const char* sender : {kForger, ":1.1", "org.freedesktop.DBus", ""}) {
     auto a = UnitRemovedFrom(f, sender);
     auto c = f.Signal(kPath, "org.freedesktop.DBus.Properties", "PropertiesChanged", sender,
                       [](sd_bus_message* m) {
@@ -177,51 +182,27 @@ TEST_F(Watch, DestroyingTheMonitorCancelsItsQuery) {
   EXPECT_TRUE(systemd.calls().back()->cancelled);
 }
 
-TEST_F(Watch, SystemdReappearingRequeriesEveryWatchedUnitOnceAndCallsBack) {
+TEST_F(Watch, ReconnectingRequeriesEveryWatchedUnitOnceAndCallsBack) {
   int appeared = 0;
   tracker.SetOnSystemdAppeared([&] { ++appeared; });
   ASSERT_TRUE(monitor->Start().ok());
-  // A thousand announcements coalesce into one round.
-  for (int i = 0; i < 1000; ++i) {
-    auto m = OwnerChanged(f, "org.freedesktop.systemd1", ":1.77");
-    tracker.OnSignal(m.get());
-  }
+  // A thousand (re)connections in one loop iteration coalesce into one round.
+  for (int i = 0; i < 1000; ++i) tracker.SystemdConnected();
   ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return appeared == 1; }));
   testing::RunFor(event.get(), 50);
   EXPECT_EQ(appeared, 1);
-  EXPECT_EQ(tracker.systemd_appearances(), 2u);  // the fixture's first announcement, then this
-  EXPECT_EQ(tracker.systemd_owner(), ":1.77");
-  // From now on only :1.77 sends hints.
-  auto old = UnitRemovedFrom(f, kSystemdOwner);
-  tracker.OnSignal(old.get());
-  EXPECT_EQ(tracker.queue_length(), 0u);
+  EXPECT_EQ(tracker.systemd_appearances(), 2u);  // the fixture's connection, then this
   EXPECT_EQ(systemd.Count("QueryUnit"), 1u) << "one query for the one watched unit";
-  EXPECT_FALSE(stopped) << "an appearance proves nothing about a unit";
+  EXPECT_FALSE(stopped) << "a reconnection proves nothing about a unit";
 }
 
-TEST_F(Watch, SystemdLeavingOrAnotherNameChangesNothing) {
+TEST_F(Watch, NameOwnerChangedIsNeverAHint) {
+  // No bus driver on a direct connection: a NameOwnerChanged, from any sender
+  // (even the bus driver's name), changes nothing.
   int appeared = 0;
   tracker.SetOnSystemdAppeared([&] { ++appeared; });
   ASSERT_TRUE(monitor->Start().ok());
-  auto other = OwnerChanged(f, "org.freedesktop.login1", ":1.78");
-  tracker.OnSignal(other.get());
-  auto left = OwnerChanged(f, "org.freedesktop.systemd1", "");
-  tracker.OnSignal(left.get());
-  testing::RunFor(event.get(), 50);
-  EXPECT_EQ(appeared, 0);
-  EXPECT_EQ(systemd.Count("QueryUnit"), 0u);
-  // systemd away: even its old name sends no hints.
-  EXPECT_EQ(tracker.systemd_owner(), "");
-  auto old = UnitRemovedFrom(f, kSystemdOwner);
-  tracker.OnSignal(old.get());
-  EXPECT_EQ(tracker.queue_length(), 0u);
-}
-
-TEST_F(Watch, NameOwnerChangedNotFromTheBusDriverChangesNothing) {
-  int appeared = 0;
-  tracker.SetOnSystemdAppeared([&] { ++appeared; });
-  ASSERT_TRUE(monitor->Start().ok());
-  for (const char* sender : {kForger, kSystemdOwner, "org.freedesktop.systemd1", ""}) {
+  for (const char* sender : {"org.freedesktop.DBus", kForger, kSystemdOwner, ""}) {
     auto m = OwnerChanged(f, "org.freedesktop.systemd1", ":1.66", sender);
     tracker.OnSignal(m.get());
     auto gone = OwnerChanged(f, "org.freedesktop.systemd1", "", sender);
@@ -245,13 +226,16 @@ struct ReaperTest : Fixture {
       });
 };
 
-TEST_F(ReaperTest, UnrefThenStopThenProof) {
+TEST_F(ReaperTest, StopThenResetFailedThenProof) {
   ASSERT_TRUE(reaper->Start().ok());
-  // The reference goes first (systemd's match-rule budget, see Reaper::Unref).
-  ASSERT_EQ(systemd.Count("UnrefUnit"), 1u);
-  ASSERT_EQ(systemd.Count("StopUnit"), 0u);
-  ASSERT_TRUE(systemd.Answer("UnrefUnit", absl::OkStatus()));
+  ASSERT_EQ(systemd.Count("StopUnit"), 1u);
+  ASSERT_EQ(systemd.Count("ResetFailedUnit"), 0u);
   ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
+  // A failed unit stays loaded until it is reset (CollectMode=inactive):
+  // every proof step resets first, then asks.
+  ASSERT_EQ(systemd.Count("ResetFailedUnit"), 1u);
+  ASSERT_EQ(systemd.Count("QueryGone"), 0u);
+  ASSERT_TRUE(systemd.Answer("ResetFailedUnit", absl::OkStatus()));
   ASSERT_EQ(systemd.Count("QueryGone"), 1u);
   ASSERT_TRUE(systemd.AnswerGone(true));
   EXPECT_TRUE(done);
@@ -259,21 +243,21 @@ TEST_F(ReaperTest, UnrefThenStopThenProof) {
   EXPECT_TRUE(reaper->gone());
 }
 
-// Issue #17's soak: systemd re-executed while a session was reaped; its
-// UnrefUnit and StopUnit got NoReply, the unit stayed referenced and loaded,
-// and queries alone could never prove it gone. The next hint sends both again.
-TEST_F(ReaperTest, AnUnrefAndStopLostInAReexecAreSentAgainOnTheNextHint) {
+// Issue #17's soak: systemd re-executed while a session was reaped and its
+// StopUnit got NoReply; queries alone could never prove the unit gone (it
+// was proven only by the retry list). The next hint sends the stop again.
+TEST_F(ReaperTest, AStopLostInAReexecIsSentAgainOnTheNextHint) {
   ASSERT_TRUE(reaper->Start().ok());
   absl::Status lost = absl::UnavailableError("org.freedesktop.DBus.Error.NoReply: Message recipient disconnected");
-  ASSERT_TRUE(systemd.Answer("UnrefUnit", lost));
   ASSERT_TRUE(systemd.Answer("StopUnit", lost));
-  ASSERT_TRUE(systemd.AnswerGone(false));  // still loaded: our reference holds it
-  EXPECT_EQ(systemd.Count("UnrefUnit"), 1u);
+  ASSERT_TRUE(systemd.Answer("ResetFailedUnit", absl::OkStatus()));
+  ASSERT_TRUE(systemd.AnswerGone(false));  // still there: nobody stopped it
+  EXPECT_EQ(systemd.Count("StopUnit"), 1u);
   auto hint = UnitRemovedFrom(f, kSystemdOwner);  // systemd is back: any hint or tick
   tracker.OnSignal(hint.get());
-  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("UnrefUnit") == 2; }));
-  ASSERT_TRUE(systemd.Answer("UnrefUnit", absl::OkStatus()));
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("StopUnit") == 2; }));
   ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
+  ASSERT_TRUE(systemd.Answer("ResetFailedUnit", absl::OkStatus()));
   ASSERT_TRUE(systemd.AnswerGone(true));
   EXPECT_TRUE(done);
   EXPECT_TRUE(result.ok()) << result;
@@ -281,12 +265,11 @@ TEST_F(ReaperTest, AnUnrefAndStopLostInAReexecAreSentAgainOnTheNextHint) {
 
 TEST_F(ReaperTest, UnitRemovedCostsOneQueryAndProvesNothing) {
   ASSERT_TRUE(reaper->Start().ok());
-  ASSERT_TRUE(systemd.Answer("UnrefUnit", absl::OkStatus()));
   ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
   ASSERT_TRUE(systemd.AnswerGone(false));  // still loaded (stopping)
   auto forged = UnitRemovedFrom(f, kSystemdOwner);
   tracker.OnSignal(forged.get());
-  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("QueryGone") == 2; }));
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("ResetFailedUnit") == 2; }));
   ASSERT_TRUE(systemd.AnswerGone(false));
   testing::RunFor(event.get(), 50);
   EXPECT_EQ(systemd.Count("QueryGone"), 2u);
@@ -294,12 +277,12 @@ TEST_F(ReaperTest, UnitRemovedCostsOneQueryAndProvesNothing) {
   EXPECT_FALSE(reaper->gone());
 }
 
-TEST_F(ReaperTest, NoSuchUnitAndNotReferencedAreNotErrors) {
+TEST_F(ReaperTest, NoSuchUnitIsNotAnError) {
   ASSERT_TRUE(reaper->Start().ok());
-  ASSERT_TRUE(systemd.Answer("UnrefUnit", absl::FailedPreconditionError(
-                                              "org.freedesktop.systemd1.NotReferenced: not referenced")));
   ASSERT_TRUE(systemd.Answer("StopUnit", absl::NotFoundError(
                                              "org.freedesktop.systemd1.NoSuchUnit: Unit x not loaded.")));
+  ASSERT_TRUE(systemd.Answer("ResetFailedUnit", absl::NotFoundError(
+                                                    "org.freedesktop.systemd1.NoSuchUnit: Unit x not loaded.")));
   ASSERT_TRUE(systemd.AnswerGone(true));
   EXPECT_TRUE(result.ok()) << result;
 }
@@ -308,13 +291,12 @@ TEST_F(ReaperTest, HintsNeverSpendTheBudgetOnlyTheDeadlineEndsTheProof) {
   // Issue #21: 32 hints used to make the reaper give up ("still loaded after
   // 32 queries") while the unit was still stopping.
   ASSERT_TRUE(reaper->Start().ok());
-  ASSERT_TRUE(systemd.Answer("UnrefUnit", absl::OkStatus()));
   ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
   for (int i = 0; i < 1000; ++i) {
     ASSERT_TRUE(systemd.AnswerGone(false)) << i;
     reaper->OnUnitHint();
   }
-  EXPECT_EQ(systemd.Count("QueryGone"), 1001u);
+  EXPECT_EQ(systemd.Count("ResetFailedUnit"), 1001u) << "one proof step per hint";
   EXPECT_FALSE(done);
   ASSERT_TRUE(systemd.AnswerGone(true));
   EXPECT_TRUE(done);
@@ -324,13 +306,12 @@ TEST_F(ReaperTest, HintsNeverSpendTheBudgetOnlyTheDeadlineEndsTheProof) {
 
 TEST_F(ReaperTest, GivesUpAtTheCleanupDeadline) {
   ASSERT_TRUE(reaper->Start().ok());
-  ASSERT_TRUE(systemd.Answer("UnrefUnit", absl::OkStatus()));
   ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
   // Answer "still there" to every (tick-driven) query until the deadline.
   ASSERT_TRUE(testing::RunUntil(
       event.get(),
       [&] {
-        while (systemd.Pending_("QueryGone")) systemd.AnswerGone(false);
+        while (systemd.Pending_("ResetFailedUnit")) systemd.AnswerGone(false);
         return done;
       },
       static_cast<int>(limits::kCleanupDeadlineUsec / 1000) + 3000));
@@ -338,188 +319,176 @@ TEST_F(ReaperTest, GivesUpAtTheCleanupDeadline) {
   EXPECT_GE(systemd.Count("QueryGone"), 2u) << "ticks re-ask without any signal";
 }
 
-// ---- a real dbus-daemon: forged signals unicast to the supervisor's name
+// ---- a real direct connection: a stand-in systemd server on a Unix socket
 
-// A private dbus-daemon (session policy: every peer may send anything to
-// anyone, like a local user on the system bus), on a socket in a temp dir.
-class PrivateBus {
+// Listens on a socket in a temp dir like systemd's /run/systemd/private; each
+// accepted connection is an sd-bus server that names itself
+// org.freedesktop.systemd1 (as systemd does on its direct connections),
+// answers Subscribe and can emit UnitRemoved.
+class StandInSystemd {
  public:
-  PrivateBus() {
-    char tmpl[] = "/tmp/opencode-bus-XXXXXX";
+  explicit StandInSystemd(sd_event* event) : event_(event) {
+    char tmpl[] = "/tmp/opencode-sd-XXXXXX";
     dir_ = mkdtemp(tmpl);
-    address_ = "unix:path=" + dir_ + "/bus";
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(p[1], 3);
-      execl("/usr/bin/dbus-daemon", "dbus-daemon", "--session", "--nofork", "--nopidfile",
-            ("--address=" + address_).c_str(), "--print-address=3", nullptr);
-      _exit(127);
-    }
-    close(p[1]);
-    char buf[512];
-    ssize_t n = read(p[0], buf, sizeof buf);  // the daemon listens once it prints
-    close(p[0]);
-    ready_ = n > 0;
+    path_ = dir_ + "/private";
+    ok_ = Listen();
   }
-  ~PrivateBus() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
+  // Binds and listens on the path (again, after StopListening).
+  bool Listen() {
+    listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path_.c_str());
+    if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+        listen(listen_fd_, 16) != 0)
+      return false;
+    sd_event_source* s = nullptr;
+    if (sd_event_add_io(event_, &s, listen_fd_, EPOLLIN, &StandInSystemd::OnAccept, this) < 0) return false;
+    source_.reset(s);
+    return true;
+  }
+  // The socket is gone for a while (a restarting systemd).
+  void StopListening() {
+    source_.reset();
+    close(listen_fd_);
+    listen_fd_ = -1;
+    unlink(path_.c_str());
+  }
+  ~StandInSystemd() {
+    conns_.clear();
+    source_.reset();
+    if (listen_fd_ >= 0) close(listen_fd_);
     std::filesystem::remove_all(dir_);
   }
-  bool ready() const { return ready_; }
-  BusPtr Connect(sd_event* event) const {
-    sd_bus* b = nullptr;
-    sd_bus_new(&b);
-    sd_bus_set_address(b, address_.c_str());
-    sd_bus_set_bus_client(b, 1);
-    if (sd_bus_start(b) < 0) {
-      sd_bus_unref(b);
-      return nullptr;
-    }
-    sd_bus_attach_event(b, event, 0);
-    return BusPtr(b);
+  bool ok() const { return ok_; }
+  std::string address() const { return "unix:path=" + path_; }
+  size_t accepted() const { return accepted_; }
+  size_t subscribes() const { return subscribes_; }
+  void EmitUnitRemoved() {
+    ASSERT_FALSE(conns_.empty());
+    ASSERT_GE(sd_bus_emit_signal(conns_.back().get(), "/org/freedesktop/systemd1",
+                                 "org.freedesktop.systemd1.Manager", "UnitRemoved", "so", kUnit, kPath),
+              0);
   }
+  // What a re-executing systemd does to its direct connections.
+  void DropAll() { conns_.clear(); }
 
  private:
-  std::string dir_, address_;
-  pid_t pid_ = -1;
-  bool ready_ = false;
+  static int OnAccept(sd_event_source*, int fd, uint32_t, void* userdata) {
+    auto* self = static_cast<StandInSystemd*>(userdata);
+    int c = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (c < 0) return 0;
+    sd_bus* b = nullptr;
+    sd_id128_t id;
+    sd_id128_randomize(&id);
+    sd_bus_new(&b);
+    sd_bus_set_fd(b, c, c);
+    sd_bus_set_server(b, 1, id);
+    sd_bus_set_sender(b, "org.freedesktop.systemd1");
+    sd_bus_add_filter(b, nullptr, &StandInSystemd::OnCall, self);
+    sd_bus_start(b);
+    sd_bus_attach_event(b, self->event_, 0);
+    self->conns_.emplace_back(b);
+    ++self->accepted_;
+    return 0;
+  }
+  static int OnCall(sd_bus_message* m, void* userdata, sd_bus_error*) {
+    auto* self = static_cast<StandInSystemd*>(userdata);
+    if (!sd_bus_message_is_method_call(m, "org.freedesktop.systemd1.Manager", "Subscribe")) return 0;
+    ++self->subscribes_;
+    sd_bus_reply_method_return(m, nullptr);
+    return 1;
+  }
+
+  sd_event* event_;
+  std::string dir_, path_;
+  int listen_fd_ = -1;
+  bool ok_ = false;
+  EventSourcePtr source_;
+  std::vector<BusPtr> conns_;
+  size_t accepted_ = 0, subscribes_ = 0;
 };
 
-struct RealBus : ::testing::Test {
+struct Direct : ::testing::Test {
   void SetUp() override {
-    ASSERT_TRUE(bus.ready()) << "dbus-daemon did not start";
+    ASSERT_TRUE(server.ok());
     ASSERT_TRUE(tracker.Init().ok());
-    fake_systemd = bus.Connect(event.get());
-    supervisor = bus.Connect(event.get());
-    forger = bus.Connect(event.get());
-    ASSERT_TRUE(fake_systemd && supervisor && forger);
-    // "systemd": owns the name and answers Subscribe.
-    ASSERT_GE(sd_bus_request_name(fake_systemd.get(), "org.freedesktop.systemd1", 0), 0);
-    sd_bus_slot* slot = nullptr;
-    ASSERT_GE(sd_bus_add_object(fake_systemd.get(), &slot, "/org/freedesktop/systemd1",
-                                [](sd_bus_message* m, void*, sd_bus_error*) -> int {
-                                  if (sd_bus_message_is_method_call(m, "org.freedesktop.systemd1.Manager", "Subscribe"))
-                                    return sd_bus_reply_method_return(m, nullptr);
-                                  return 0;
-                                },
-                                nullptr),
-              0);
-    object.reset(slot);
-    ASSERT_TRUE(tracker.AttachBus(supervisor.get(), [this](absl::Status st) { errors.push_back(st); }).ok());
-    const char* unique = nullptr;
-    sd_bus_get_unique_name(fake_systemd.get(), &unique);
-    systemd_name = unique;
-    sd_bus_get_unique_name(supervisor.get(), &unique);
-    supervisor_name = unique;
-    // The tracker learns systemd's name from the bus driver (one appearance).
-    ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return tracker.systemd_appearances() == 1; }));
-    ASSERT_EQ(tracker.systemd_owner(), systemd_name);
   }
-  void TearDown() override {
-    monitor.reset();
-    object.reset();
-  }
-  // `from` sends `member` naming kUnit to `to` (unicast; "" broadcasts).
-  static void Send(sd_bus* from, const char* to, const char* member) {
-    sd_bus_message* raw = nullptr;
-    if (std::string(member) == "NameOwnerChanged") {
-      sd_bus_message_new_signal(from, &raw, "/org/freedesktop/DBus", "org.freedesktop.DBus", member);
-      sd_bus_message_append(raw, "sss", "org.freedesktop.systemd1", "", ":1.999");
-    } else if (std::string(member) == "PropertiesChanged") {
-      sd_bus_message_new_signal(from, &raw, kPath, "org.freedesktop.DBus.Properties", member);
-      sd_bus_message_append(raw, "sa{sv}as", "org.freedesktop.systemd1.Unit", 1, "ActiveState", "s",
-                            "inactive", 0);
-    } else if (std::string(member) == "JobRemoved") {
-      sd_bus_message_new_signal(from, &raw, "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", member);
-      sd_bus_message_append(raw, "uoss", 7u, "/org/freedesktop/systemd1/job/7", kUnit, "done");
-    } else {
-      sd_bus_message_new_signal(from, &raw, "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", member);
-      sd_bus_message_append(raw, "so", kUnit, kPath);
-    }
-    MessagePtr m(raw);
-    if (to[0] != '\0') sd_bus_message_set_destination(raw, to);
-    ASSERT_GE(sd_bus_send(from, raw, nullptr), 0);
-  }
-  // Returns once the supervisor's connection has processed everything `from`
-  // sent before (a Peer.Ping behind it on the same stream is answered).
-  void Barrier(sd_bus* from) {
-    bool answered = false;
-    sd_bus_slot* slot = nullptr;
-    ASSERT_GE(sd_bus_call_method_async(
-                  from, &slot, supervisor_name.c_str(), "/", "org.freedesktop.DBus.Peer", "Ping",
-                  [](sd_bus_message*, void* ud, sd_bus_error*) -> int {
-                    *static_cast<bool*>(ud) = true;
-                    return 0;
-                  },
-                  &answered, nullptr),
-              0);
-    SlotPtr owned(slot);
-    ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return answered; }));
-    testing::RunFor(event.get(), 50);  // the deferred hint dispatch
-  }
-
   EventPtr event = testing::NewEvent();
-  PrivateBus bus;
+  StandInSystemd server{event.get()};
   UnitTracker tracker{event.get()};
   FakeSystemd systemd;
-  BusPtr fake_systemd, supervisor, forger;
-  SlotPtr object;
-  std::string systemd_name, supervisor_name;
   std::vector<absl::Status> errors;
-  bool stopped = false;
   std::unique_ptr<UnitMonitor> monitor = std::make_unique<UnitMonitor>(
-      &systemd, &tracker, kUnit, [this](absl::StatusOr<UnitSnapshot> s) {
-        if (s.ok() && IsUnitFinished(*s)) stopped = true;
-      });
+      &systemd, &tracker, kUnit, [](absl::StatusOr<UnitSnapshot>) {});
 };
 
-TEST_F(RealBus, AFloodOfForgedSignalsUnicastToTheSupervisorIsNoHint) {
-  int appeared = 0;
-  tracker.SetOnSystemdAppeared([&] { ++appeared; });
-  ASSERT_TRUE(monitor->Start().ok());
-  for (int i = 0; i < 500; ++i)
-    for (const char* member : {"NameOwnerChanged", "UnitRemoved", "JobRemoved", "PropertiesChanged"}) {
-      Send(forger.get(), supervisor_name.c_str(), member);
-      Send(forger.get(), "", member);  // broadcast: the bus daemon's match filter applies
-    }
-  Barrier(forger.get());
-  EXPECT_EQ(appeared, 0) << "no re-subscription";
-  EXPECT_EQ(tracker.systemd_appearances(), 1u);
-  EXPECT_EQ(systemd.Count("QueryUnit"), 0u) << "no query";
-  EXPECT_EQ(tracker.systemd_owner(), systemd_name);
-  EXPECT_EQ(tracker.foreign_signals(), 2000u) << "every unicast one arrived and was dropped";
-  // systemd's own signal still is a hint: the path works.
-  Send(fake_systemd.get(), "", "UnitRemoved");
-  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("QueryUnit") == 1; }));
-  EXPECT_FALSE(stopped);
-  EXPECT_TRUE(errors.empty());
+TEST_F(Direct, ThePeerMustBeTheExpectedProcess) {
+  SystemdConnection wrong_pid(event.get(), server.address(), getpid() + 1, geteuid());
+  absl::Status st = wrong_pid.Connect();
+  EXPECT_TRUE(absl::IsPermissionDenied(st)) << st;
+  EXPECT_NE(std::string(st.message()).find("not systemd"), std::string::npos) << st;
+  SystemdConnection wrong_uid(event.get(), server.address(), getpid(), geteuid() + 1);
+  EXPECT_TRUE(absl::IsPermissionDenied(wrong_uid.Connect()));
+  SystemdConnection nobody_there(event.get(), "unix:path=/nonexistent/private", getpid(), geteuid());
+  EXPECT_FALSE(nobody_there.Connect().ok());
 }
 
-TEST_F(RealBus, ANewSystemdIsLearntFromTheBusDriverAndTheOldNameIsNoLongerTrusted) {
+TEST_F(Direct, ReconnectionIsRetriedUntilSystemdListensAgain) {
+  SystemdConnection conn(event.get(), server.address(), getpid(), geteuid());
+  ASSERT_TRUE(conn.Connect().ok());
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return server.accepted() == 1; }));
+  server.StopListening();
+  server.DropAll();
+  // Every attempt fails (nothing listens) and is retried every interval.
+  testing::RunFor(event.get(), static_cast<int>(limits::kSystemdReconnectIntervalUsec / 1000) * 6);
+  EXPECT_FALSE(conn.connected());
+  EXPECT_EQ(conn.reconnections(), 0u);
+  int code = 0;
+  EXPECT_LT(sd_event_get_exit_code(event.get(), &code), 0) << "well before the deadline: no exit";
+  ASSERT_TRUE(server.Listen());
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    return conn.reconnections() == 1 && sd_bus_is_ready(conn.bus()) > 0;
+  }));
+  EXPECT_TRUE(conn.connected());
+  EXPECT_EQ(server.accepted(), 2u);
+  // A re-exec of a loaded system takes seconds: the deadline is far above
+  // one bus call's timeout (then the supervisor exits for its restart).
+  EXPECT_GE(limits::kSystemdReconnectDeadlineUsec, 10 * limits::kBusCallTimeoutUsec);
+}
+
+TEST_F(Direct, SystemdsSignalsAreHintsAndADroppedConnectionIsReopened) {
+  SystemdConnection conn(event.get(), server.address(), getpid(), geteuid());
+  ASSERT_TRUE(conn.Connect().ok());
   int appeared = 0;
   tracker.SetOnSystemdAppeared([&] { ++appeared; });
-  BusPtr old = std::move(fake_systemd);
-  std::string old_name = systemd_name;
-  object.reset();
-  ASSERT_GE(sd_bus_release_name(old.get(), "org.freedesktop.systemd1"), 0);
-  BusPtr next = bus.Connect(event.get());
-  ASSERT_TRUE(next);
-  ASSERT_GE(sd_bus_request_name(next.get(), "org.freedesktop.systemd1", 0), 0);
-  const char* unique = nullptr;
-  sd_bus_get_unique_name(next.get(), &unique);
-  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return tracker.systemd_owner() == unique; }));
-  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return appeared == 1; }));
+  ASSERT_TRUE(tracker.AttachBus(conn.bus(), [this](absl::Status st) { errors.push_back(st); }).ok());
+  conn.SetOnReconnected([&] {
+    ASSERT_TRUE(tracker.AttachBus(conn.bus(), [this](absl::Status st) { errors.push_back(st); }).ok());
+  });
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return appeared == 1 && server.subscribes() == 1; }));
   ASSERT_TRUE(monitor->Start().ok());
-  Send(old.get(), supervisor_name.c_str(), "UnitRemoved");
-  Barrier(old.get());
-  EXPECT_EQ(systemd.Count("QueryUnit"), 0u) << "the old name is just a peer now";
-  Send(next.get(), "", "UnitRemoved");
-  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("QueryUnit") == 1; }));
+  server.EmitUnitRemoved();
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("QueryUnit") == 1; }))
+      << "systemd's own signal is a hint";
+  ASSERT_TRUE(systemd.AnswerSnapshot(Snapshot("active")));
+  // systemd re-executes: every connection is dropped.
+  sd_bus* before = conn.bus();
+  server.DropAll();
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    return conn.reconnections() == 1 && appeared == 2 && server.subscribes() == 2;
+  }));
+  EXPECT_TRUE(conn.connected());
+  EXPECT_NE(conn.bus(), before);
+  EXPECT_EQ(server.accepted(), 2u);
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("QueryUnit") == 2; }))
+      << "the watched unit is re-queried after the reconnection";
+  ASSERT_TRUE(systemd.AnswerSnapshot(Snapshot("active")));
+  // Hints flow on the new connection.
+  server.EmitUnitRemoved();
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("QueryUnit") == 3; }));
+  EXPECT_TRUE(errors.empty());
+  EXPECT_EQ(tracker.foreign_signals(), 0u);
 }
 
 // ---- the journal limiter every peer-triggered line goes through

@@ -1,6 +1,7 @@
 // The PTY unit's fixed property set: the StartTransientUnit message carries
 // exactly the documented properties (descriptors as 'h', the launcher with
-// the canonical encoding of each argument, AddRef), and session unit names
+// the canonical encoding of each argument, and no AddRef: nothing may
+// reference a PTY unit), and session unit names
 // are exactly opencode-pty-<32 lowercase hex>.service.
 #include <fcntl.h>
 #include <unistd.h>
@@ -50,7 +51,6 @@ TEST(UnitProperties, StartTransientUnitMessageHasTheFixedSet) {
   EXPECT_STREQ(mode, "fail");
   std::map<std::string, std::string> types;
   std::vector<std::string> exec_argv;
-  int add_ref = 0;
   ASSERT_GT(sd_bus_message_enter_container(m.get(), 'a', "(sv)"), 0);
   while (sd_bus_message_enter_container(m.get(), 'r', "sv") > 0) {
     const char* prop = nullptr;
@@ -76,8 +76,6 @@ TEST(UnitProperties, StartTransientUnitMessageHasTheFixedSet) {
       sd_bus_message_exit_container(m.get());
       sd_bus_message_exit_container(m.get());
       sd_bus_message_exit_container(m.get());
-    } else if (std::string(prop) == "AddRef") {
-      sd_bus_message_read(m.get(), "v", "b", &add_ref);
     } else {
       sd_bus_message_skip(m.get(), "v");
     }
@@ -90,9 +88,8 @@ TEST(UnitProperties, StartTransientUnitMessageHasTheFixedSet) {
       {"TasksMax", "t"}, {"LimitCORE", "t"}, {"IgnoreSIGPIPE", "b"}, {"NoNewPrivileges", "b"},
       {"LockPersonality", "b"}, {"RestrictRealtime", "b"}, {"RestrictSUIDSGID", "b"},
       {"StandardInputFileDescriptor", "h"}, {"StandardOutputFileDescriptor", "h"},
-      {"StandardErrorFileDescriptor", "h"}, {"AddRef", "b"}};
+      {"StandardErrorFileDescriptor", "h"}};
   EXPECT_EQ(types, want);
-  EXPECT_EQ(add_ref, 1);
   ASSERT_EQ(exec_argv.size(), Request().argv.size() + 1);
   EXPECT_EQ(exec_argv[0], kLauncherPath);
   for (size_t i = 0; i < Request().argv.size(); ++i) {
@@ -140,7 +137,7 @@ TEST(UnitProperties, SpecValues) {
   EXPECT_EQ(v["LimitCORE"], PropValue(uint64_t{0}));
   EXPECT_EQ(v["NoNewPrivileges"], PropValue(true));
   EXPECT_EQ(v["KillMode"], PropValue(std::string("control-group")));
-  EXPECT_EQ(v["CollectMode"], PropValue(std::string("inactive-or-failed")));
+  EXPECT_EQ(v["CollectMode"], PropValue(std::string("inactive")));
   EXPECT_EQ(v["RemainAfterExit"], PropValue(false));
   // Description names the session, never the command.
   EXPECT_EQ(v["Description"], PropValue(std::string("opencode PTY session 0123456789abcdef0123456789abcdef")));
@@ -165,12 +162,12 @@ TEST(UnitProperties, DropInsFragmentAndStdioAreReadBackNotRequested) {
   // A planted drop-in: refused, and the message names it.
   PropMap unit, service;
   for (const auto& s : specs) (s.iface == Interface::kUnit ? unit : service)[s.name] = s.value;
-  unit["Refs"] = std::vector<std::string>{":1.42"};
-  ASSERT_TRUE(VerifyReadBack(specs, unit, service, ":1.42").ok());
+  unit["Refs"] = std::vector<std::string>{};
+  ASSERT_TRUE(VerifyReadBack(specs, unit, service).ok());
   unit["DropInPaths"] = std::vector<std::string>{"/etc/systemd/system/opencode-pty-.service.d/x.conf"};
   // What the drop-in changed reads back too; the drop-in is what is named.
   service["Environment"] = std::vector<std::string>{"COLUMNS=120", "LINES=40", "PLANTED=1"};
-  absl::Status st = VerifyReadBack(specs, unit, service, ":1.42");
+  absl::Status st = VerifyReadBack(specs, unit, service);
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(std::string(st.message()).find("/etc/systemd/system/opencode-pty-.service.d/x.conf"), std::string::npos)
       << st;

@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """bench/lib/report.py: turns one bench run's raw records into the report:
-a JSON file (host, environment, summary, every raw record), a PNG chart and a
-Markdown table (printed; with --readme also written into bench/README.md
-between the bench:results markers). Standard library only.
+a JSON summary (host, environment, summary, where the raw records are; small,
+committed in bench/results), a PNG chart and a Markdown table (printed; with
+--readme also written into bench/README.md between the bench:results markers).
+The raw records stay in the run's output folder (/var/tmp/opencode-bench-*:
+records.jsonl, env.json, host.json), never in git; --raw-json also writes the
+summary with every record there. --from-summary re-renders the table and the
+chart (and --readme) from a committed summary alone. Standard library only.
 
 Every figure is either a ratio against a baseline from the same run (medians
 over the repeats) or a per-session / per-MiB cost. Nothing is judged here.
 """
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -394,7 +399,7 @@ def markdown(s, cmd):
             ", ".join("%s %s" % (k, fmt(v, "", 0)) for k, v in sy["mean_bytes"].items()), run))
     p = s.get("profile")
     if p and p.get("total_ir"):
-        top = ", ".join("%s %.1f%%" % (f["fn"], f["pct"]) for f in p["top_supervisor_inclusive"][:8])
+        top = ", ".join("%s %.1f%%" % (f["fn"], f["pct"]) for f in p.get("top_supervisor_inclusive", [])[:8])
         L.append("| profile (callgrind, one %s session through the stack) | %s Ir/output byte in the supervisor; its own functions, inclusive: %s | — | — | %s |" % (
             (p.get("profile_run") or {}).get("file", "?").rsplit("-", 1)[-1].replace("M", " MiB"), fmt(p["ir_per_output_byte"], "", 1), top, run))
     return "\n".join(L)
@@ -471,18 +476,38 @@ def update_readme(path, table, summary):
     open(path, "w").write(new)
 
 
+def rerender(a):
+    """Table and chart from a summary written by this script: no records needed."""
+    s = json.load(open(a.from_summary))
+    if "records" in s:
+        print("report: %s still carries raw records; bench/run writes summaries without them" % a.from_summary,
+              file=sys.stderr)
+    table = markdown(s, s.get("command", "bench/run"))
+    if a.png:
+        draw(s, a.png)
+    if a.readme:
+        update_readme(a.readme, table, s)
+    print(table)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--records", required=True)
-    ap.add_argument("--env", required=True)
-    ap.add_argument("--host", required=True)
+    ap.add_argument("--from-summary", help="re-render a committed summary JSON (no records needed)")
+    ap.add_argument("--records")
+    ap.add_argument("--env")
+    ap.add_argument("--host")
     ap.add_argument("--command", default="bench/run")
-    ap.add_argument("--json", required=True)
+    ap.add_argument("--json")
+    ap.add_argument("--raw-json", help="also write the summary with every raw record here (the run's folder)")
     ap.add_argument("--png")
     ap.add_argument("--callgrind")
     ap.add_argument("--readme")
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
+    if a.from_summary:
+        return rerender(a)
+    if not (a.records and a.env and a.host and a.json):
+        ap.error("--records, --env, --host and --json are required (or --from-summary)")
     recs = [json.loads(line) for line in open(a.records) if line.strip()]
     env = json.load(open(a.env))
     host = json.load(open(a.host))
@@ -495,11 +520,18 @@ def main():
     s["syscalls"] = strace_summary(recs)
     table = markdown(s, a.command)
     s["table_markdown"] = table
-    out = dict(s)
-    out["records"] = recs
+    # Where the raw records are: the run's output folder, not git (issue #16:
+    # they were ~15,000 lines per committed run).
+    raw = open(a.records, "rb").read()
+    s["raw"] = {"folder": os.path.dirname(os.path.abspath(a.records)), "records": len(recs),
+                "records_sha256": hashlib.sha256(raw).hexdigest()}
     with open(a.json, "w") as f:
-        json.dump(out, f, indent=1)
+        json.dump(s, f, indent=1)
         f.write("\n")
+    if a.raw_json:
+        with open(a.raw_json, "w") as f:
+            json.dump(dict(s, records=recs), f, indent=1)
+            f.write("\n")
     if a.png:
         draw(s, a.png)
     if a.readme:

@@ -42,7 +42,7 @@ const limits = Object.freeze({
   // kMaxPendingHandshakes, 16): another same-UID process that connects in a
   // loop can hold only the slots below that mark, so this many of ours always
   // get in.
-  maxSessions: 128,
+  maxSessions: 1024,
   maxPendingHandshakes: 8,
   // Output held for the application while it has no data listener or is
   // paused. When reached, decoding stops and the socket is no longer read, so

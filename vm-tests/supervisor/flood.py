@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 # The flood of issue #21 point 1, from an unprivileged user: `flood.py DEST
 # UNIT SECONDS` sends forged NameOwnerChanged(org.freedesktop.systemd1) and
-# UnitRemoved(UNIT) signals unicast to DEST (the supervisor's unique name) as
-# fast as the bus takes them for SECONDS. A unicast signal reaches DEST whatever
-# its match rules say; only the supervisor's sender check stands in the way.
+# UnitRemoved(UNIT) signals on the system bus, unicast to DEST ("": broadcast)
+# as fast as the bus takes them for SECONDS. The supervisor has no connection
+# on the system bus (it talks to systemd directly), so none may reach it.
 import sys
 import time
 
@@ -18,7 +18,8 @@ path = "/org/freedesktop/systemd1/unit/" + "".join(
 
 def send(obj, iface, member, *args):
     msg = dbus.lowlevel.SignalMessage(obj, iface, member)
-    msg.set_destination(dest)
+    if dest:
+        msg.set_destination(dest)
     msg.append(*args)
     bus.send_message(msg)
 
@@ -33,4 +34,4 @@ while time.monotonic() < end:
              unit, dbus.ObjectPath(path))
         sent += 2
     bus.flush()
-print("flood: sent", sent, "forged signals unicast to", dest, "in", seconds, "s as uid", __import__("os").getuid())
+print("flood: sent", sent, "forged signals to", dest or "everyone (broadcast)", "in", seconds, "s as uid", __import__("os").getuid())
