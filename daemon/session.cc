@@ -481,7 +481,13 @@ void Session::MaybeSendExit() noexcept {
       static LogLimiter limiter;
       LogLimited(limiter, LOG_WARNING, Fields(), "unit channel: a packet from inside the unit was refused");
     }
-    if (channel_->launch_failure()) return SendLaunchFailed(*channel_->launch_failure());
+    // A STOP that reached the unit before the command ran interrupts the
+    // launcher, which then reports a failure of its own (found by issue
+    // #17's soak: STOP right after `started` gave launch_failed "monitor").
+    // The client asked for the stop: it ends as a stop does, below.
+    bool stopped_before_exec = stop_requested_ && !channel_->executed().has_value();
+    if (channel_->launch_failure() && !stopped_before_exec)
+      return SendLaunchFailed(*channel_->launch_failure());
     exact = channel_->command_exit();
     executed = channel_->executed().has_value();
   }

@@ -430,6 +430,23 @@ TEST_F(SessionTest, NoReportAfterAStopIsNeverCodeZero) {
   EXPECT_FALSE(std::get<bool>(e.fields["exact"]));
 }
 
+// Issue #17's soak: a STOP right after `started` reached the launcher before
+// the command ran; its monitor reported a failure (125) of its own. The
+// client asked for the stop: exit with the stop's signal, not launch_failed.
+TEST_F(SessionTest, AStopBeforeTheCommandRanIsAStopNotALaunchFailure) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  SendStop();
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
+  systemd.Answer("StopUnit", absl::OkStatus());
+  FromUnit(std::string("F\x7d", 2));  // 125: monitor
+  Envelope e = FinishUnit(unit, CLD_EXITED, 125, "exit-code");
+  EXPECT_EQ(e.type, "exit");
+  EXPECT_TRUE(IsNull(e, "code"));
+  EXPECT_EQ(std::get<std::string>(e.fields["signal"]), "TERM");
+  EXPECT_FALSE(std::get<bool>(e.fields["exact"]));
+}
+
 // systemd collected the unit before the supervisor read it (it holds no
 // reference): GetAll answers with a stub, LoadState "not-found". Only an
 // inactive unit is collected, so the unit's view is "ended cleanly"; the
