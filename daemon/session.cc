@@ -5,11 +5,14 @@
 #include "daemon/session.h"
 
 #include <fcntl.h>
+#include <malloc.h>
+#include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -56,12 +59,14 @@ std::string SignalText(int signo) {
 // success / exit-code / signal / core-dump; otherwise systemd's Result of the
 // unit, except that a reported signal is never a `success` (script exits 0
 // when it caught the stop's TERM, which says nothing about the command).
+// A command killed by SIGKILL in a unit systemd saw the kernel's OOM killer
+// hit is `oom-kill`: the exact status says KILL, only systemd knows why.
 std::string ResultText(const std::optional<CommandExit>& exact, const std::string& unit_result,
                        bool signal_reported) {
   if (exact) {
     switch (exact->how) {
       case ExitHow::kExited: return exact->status == 0 ? "success" : "exit-code";
-      case ExitHow::kKilled: return "signal";
+      case ExitHow::kKilled: return exact->signo == SIGKILL && unit_result == "oom-kill" ? "oom-kill" : "signal";
       case ExitHow::kDumped: return "core-dump";
     }
   }
@@ -87,8 +92,14 @@ Session::Session(const SessionContext& ctx, SessionObserver* observer, UniqueFd 
 
 Session::~Session() = default;
 
+Session::HeapTrim::~HeapTrim() { malloc_trim(0); }
+
 absl::Status Session::Start() {
   ASSIGN_OR_RETURN(id_, NewSessionId());
+  // A peer already gone (or a kernel without SO_PEERPIDFD) leaves this
+  // empty: the authenticator refuses it, and OnAuthenticated fails closed.
+  if (absl::StatusOr<PeerCredentials> cred = ReadPeerCredentials(initial_conn_.get()); cred.ok())
+    peer_pidfd_ = std::move(cred->pidfd);
   int sock = initial_conn_.get();
   pump_ = std::make_unique<Pump>(ctx_.event, std::move(initial_conn_),
                                  static_cast<Pump::Delegate*>(this));
@@ -198,6 +209,16 @@ void Session::OnAuthenticated(AuthResult result) noexcept {
     LogLimited(limiter, LOG_WARNING, Fields(result.code), absl::StrCat("connection refused: ", result.why));
     return Fail(result.code, result.why);
   }
+  // From here on the connection is served only while the process that
+  // authenticated lives: a START, input or a running PTY must not outlive
+  // the MainPID for whoever else still holds the connection (its child, a
+  // process it passed the descriptor to, after an application restart).
+  if (!peer_pidfd_ || !PidfdAlive(peer_pidfd_.get()))
+    return Fail(ErrorCode::kUnauthenticated, "the authenticated peer exited before its session began");
+  sd_event_source* watch = nullptr;
+  int r = sd_event_add_io(ctx_.event, &watch, peer_pidfd_.get(), EPOLLIN, &Session::OnPeerExit, this);
+  if (r < 0) return Fail(ErrorCode::kInternal, absl::StrCat("sd_event_add_io(peer pidfd): ", strerror(-r)));
+  peer_watch_.reset(watch);
   Log(LOG_INFO, Fields(),
       peer_.pidfd_witness
           ? "connection authenticated (MainPID, live pidfd, GetUnitByPIDFD)"
@@ -206,8 +227,22 @@ void Session::OnAuthenticated(AuthResult result) noexcept {
   pump_->SetMode(Pump::Mode::kAwaitStart);
 }
 
+int Session::OnPeerExit(sd_event_source* /*s*/, int /*fd*/, uint32_t /*revents*/, void* userdata) noexcept {
+  auto* self = static_cast<Session*>(userdata);
+  self->peer_watch_.reset();
+  // Ended already (its connection closed, or a terminal envelope queued):
+  // that path stops and proves the unit as it is.
+  if (self->terminal_queued_ || self->client_gone_) return 0;
+  self->Fail(ErrorCode::kUnauthenticated, "the authenticated peer (MainPID) exited; its connection is no longer served");
+  return 0;
+}
+
 void Session::OnStartFrame(std::span<const uint8_t> payload, UniqueFd dir) noexcept {
   if (state_ != State::kAwaitStart) return Fail(ErrorCode::kProtocolState, "START out of state");
+  // The watch (OnPeerExit) may not have run yet when START and the peer's
+  // exit arrive in the same loop pass: ask the pidfd itself before a unit.
+  if (!peer_pidfd_ || !PidfdAlive(peer_pidfd_.get()))
+    return Fail(ErrorCode::kUnauthenticated, "the authenticated peer exited before its START was read");
   StartRequest request;
   if (ErrorCode c = ParseStartPayload(payload, &request); c != ErrorCode::kOk)
     return Fail(c, "bad START payload");
@@ -450,7 +485,13 @@ void Session::MaybeSendExit() noexcept {
       static LogLimiter limiter;
       LogLimited(limiter, LOG_WARNING, Fields(), "unit channel: a packet from inside the unit was refused");
     }
-    if (channel_->launch_failure()) return SendLaunchFailed(*channel_->launch_failure());
+    // A STOP that reached the unit before the command ran interrupts the
+    // launcher, which then reports a failure of its own (found by issue
+    // #17's soak: STOP right after `started` gave launch_failed "monitor").
+    // The client asked for the stop: it ends as a stop does, below.
+    bool stopped_before_exec = stop_requested_ && !channel_->executed().has_value();
+    if (channel_->launch_failure() && !stopped_before_exec)
+      return SendLaunchFailed(*channel_->launch_failure());
     exact = channel_->command_exit();
     executed = channel_->executed().has_value();
   }

@@ -276,12 +276,15 @@ void Reaper::Stop() noexcept {
   auto pending = api_->StopUnit(unit_, [this](absl::Status st) {
     call_.reset();
     // NoSuchUnit: already gone (or never created); the proof below decides.
-    if (!st.ok() && !IsBusError(st, "org.freedesktop.systemd1.NoSuchUnit"))
+    if (!st.ok() && !IsBusError(st, "org.freedesktop.systemd1.NoSuchUnit")) {
       last_error_ = st;
+      resend_ = true;
+    }
     Query();
   });
   if (!pending.ok()) {
     last_error_ = pending.status();
+    resend_ = true;
     Query();
     return;
   }
@@ -335,7 +338,17 @@ void Reaper::AskGone() noexcept {
 void Reaper::OnUnitHint() noexcept {
   // Hints before StopUnit was answered are covered by the query
   // that follows them.
-  if (querying_phase_ && !gone_ && done_) Query();
+  if (!querying_phase_ || gone_ || !done_) return;
+  // A stop that systemd lost (found by issue #17's soak: a daemon-reexec
+  // while a session was reaped left the unit loaded until the retry list,
+  // 10 s after the cleanup deadline): sent again once per hint or tick,
+  // never from a reply, so a systemd away costs one failed call per tick.
+  if (resend_ && !call_) {
+    resend_ = false;
+    querying_phase_ = false;
+    return Stop();
+  }
+  Query();
 }
 
 int Reaper::OnDeadline(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {

@@ -173,6 +173,10 @@ class Reaper final : public UnitWatcher {
   Pending call_;
   bool querying_phase_ = false;
   bool requery_ = false;
+  // StopUnit failed otherwise than "already gone" (systemd re-executing
+  // never answered): sent again on the next hint or tick, at most once per
+  // hint, while the unit is not proven gone.
+  bool resend_ = false;
   bool gone_ = false;
   size_t queries_ = 0;
   absl::Status last_error_;

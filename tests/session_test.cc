@@ -342,6 +342,31 @@ TEST_F(SessionTest, TheMonitorsReportIsTheExit) {
   EXPECT_EQ(std::get<std::string>(exit.fields["result"]), "exit-code");
 }
 
+// Memory pressure (issue #17, vm.faults-memory.vm): the kernel's OOM killer
+// SIGKILLs the command; its parent reports KILL, systemd's Result says why.
+TEST_F(SessionTest, AnOomKilledCommandIsKillWithResultOomKill) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  FromUnit(std::string("E\x00\x00\x10\x01", 5));
+  FromUnit(std::string("Xk\x09", 3));
+  Envelope exit = FinishUnit(unit, CLD_KILLED, 9, "oom-kill");
+  EXPECT_TRUE(IsNull(exit, "code"));
+  EXPECT_EQ(std::get<std::string>(exit.fields["signal"]), "KILL");
+  EXPECT_TRUE(std::get<bool>(exit.fields["exact"]));
+  EXPECT_EQ(std::get<std::string>(exit.fields["result"]), "oom-kill");
+}
+
+// A KILL that was not the OOM killer's stays `signal`, whatever systemd saw.
+TEST_F(SessionTest, AKilledCommandIsSignalUnlessSystemdSawAnOomKill) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  FromUnit(std::string("E\x00\x00\x10\x01", 5));
+  FromUnit(std::string("Xk\x0f", 3));
+  Envelope exit = FinishUnit(unit, CLD_KILLED, 15, "oom-kill");
+  EXPECT_EQ(std::get<std::string>(exit.fields["signal"]), "TERM");
+  EXPECT_EQ(std::get<std::string>(exit.fields["result"]), "signal");
+}
+
 TEST_F(SessionTest, ACoreDumpIsTheSignalNotCode139) {
   reader.fd = client.get();
   int unit = ToRunning();
@@ -417,6 +442,23 @@ TEST_F(SessionTest, NoReportAfterAStopIsNeverCodeZero) {
   EXPECT_EQ(e.type, "exit");
   EXPECT_TRUE(IsNull(e, "code"));
   EXPECT_EQ(std::get<std::string>(e.fields["signal"]), "KILL");
+  EXPECT_FALSE(std::get<bool>(e.fields["exact"]));
+}
+
+// Issue #17's soak: a STOP right after `started` reached the launcher before
+// the command ran; its monitor reported a failure (125) of its own. The
+// client asked for the stop: exit with the stop's signal, not launch_failed.
+TEST_F(SessionTest, AStopBeforeTheCommandRanIsAStopNotALaunchFailure) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  SendStop();
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
+  systemd.Answer("StopUnit", absl::OkStatus());
+  FromUnit(std::string("F\x7d", 2));  // 125: monitor
+  Envelope e = FinishUnit(unit, CLD_EXITED, 125, "exit-code");
+  EXPECT_EQ(e.type, "exit");
+  EXPECT_TRUE(IsNull(e, "code"));
+  EXPECT_EQ(std::get<std::string>(e.fields["signal"]), "TERM");
   EXPECT_FALSE(std::get<bool>(e.fields["exact"]));
 }
 
@@ -772,6 +814,86 @@ TEST_F(SessionTest, ShutdownEndsWithInternalAndStopsTheUnit) {
   CompleteReap();
   ASSERT_TRUE(ReadUntilEof());
   EXPECT_EQ(Code(Terminal()), "internal");
+}
+
+// ---- the authenticated peer exits (issue #17, application restart)
+
+// A connection whose peer is another process, which exits on Exit(): the
+// child makes the socketpair (so SO_PEERCRED/SO_PEERPIDFD name it), hands
+// both ends over and waits. What an application restart leaves: a
+// connection authenticated for a MainPID that is gone, still held by
+// someone else (the old MainPID's child, or whoever it passed it to).
+struct PeerThatExits {
+  pid_t pid = -1;
+  UniqueFd go;  // closing it lets the child exit
+  bool Make(UniqueFd* server, UniqueFd* client) {
+    int ch[2], gp[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) < 0 || pipe2(gp, O_CLOEXEC) < 0) return false;
+    pid = fork();
+    if (pid == 0) {
+      close(gp[1]);  // or the read below never sees EOF
+      close(ch[0]);
+      int sv[2];
+      char b = 0;
+      if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) _exit(1);
+      if (SendWithFd(ch[1], "s", 1, sv[0]) != 1 || SendWithFd(ch[1], "c", 1, sv[1]) != 1) _exit(2);
+      close(sv[0]);
+      close(sv[1]);
+      (void)!read(gp[0], &b, 1);  // until the test closes its end
+      _exit(0);
+    }
+    close(ch[1]);
+    close(gp[0]);
+    go.reset(gp[1]);
+    char b = 0;
+    RecvFdResult s = RecvWithFd(ch[0], &b, 1);
+    RecvFdResult c = RecvWithFd(ch[0], &b, 1);
+    close(ch[0]);
+    if (!s.fd.valid() || !c.fd.valid()) return false;
+    *server = std::move(s.fd);
+    *client = std::move(c.fd);
+    return true;
+  }
+  void Exit() {
+    go.reset();
+    int st = 0;
+    if (pid > 0) waitpid(pid, &st, 0);
+    pid = -1;
+  }
+  ~PeerThatExits() { Exit(); }
+};
+
+TEST_F(SessionTest, AStartAfterTheAuthenticatedPeerExitedStartsNothing) {
+  PeerThatExits peer;
+  ASSERT_TRUE(peer.Make(&conn, &client));
+  reader.fd = client.get();
+  Begin();
+  ASSERT_EQ(session->state(), Session::State::kAwaitStart);
+  peer.Exit();             // the MainPID is gone; its connection is still held here
+  SendStartWithDir();      // ... and a START arrives on it
+  ASSERT_TRUE(ReadUntilEof());
+  EXPECT_EQ(Code(Terminal()), "unauthenticated");
+  EXPECT_EQ(systemd.Count("StartUnit"), 0u) << "nothing may start for a peer that is gone";
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
+}
+
+TEST_F(SessionTest, ARunningSessionEndsWhenTheAuthenticatedPeerExits) {
+  PeerThatExits peer;
+  ASSERT_TRUE(peer.Make(&conn, &client));
+  reader.fd = client.get();
+  ToRunning();
+  peer.Exit();             // the connection stays open: someone else holds it
+  CompleteReap();          // the unit is stopped and proven gone
+  ASSERT_TRUE(ReadUntilEof());
+  EXPECT_EQ(Code(Terminal()), "unauthenticated");
+  int terminals = 0;
+  for (const std::string& raw : reader.events) {
+    Envelope e;
+    ASSERT_EQ(ParseEnvelope(raw, &e), ErrorCode::kOk);
+    terminals += e.type == "exit" || e.type == "error";
+  }
+  EXPECT_EQ(terminals, 1);
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
 }
 
 // ---- refusals before anything is read

@@ -243,6 +243,26 @@ TEST_F(ReaperTest, StopThenResetFailedThenProof) {
   EXPECT_TRUE(reaper->gone());
 }
 
+// Issue #17's soak: systemd re-executed while a session was reaped and its
+// StopUnit got NoReply; queries alone could never prove the unit gone (it
+// was proven only by the retry list). The next hint sends the stop again.
+TEST_F(ReaperTest, AStopLostInAReexecIsSentAgainOnTheNextHint) {
+  ASSERT_TRUE(reaper->Start().ok());
+  absl::Status lost = absl::UnavailableError("org.freedesktop.DBus.Error.NoReply: Message recipient disconnected");
+  ASSERT_TRUE(systemd.Answer("StopUnit", lost));
+  ASSERT_TRUE(systemd.Answer("ResetFailedUnit", absl::OkStatus()));
+  ASSERT_TRUE(systemd.AnswerGone(false));  // still there: nobody stopped it
+  EXPECT_EQ(systemd.Count("StopUnit"), 1u);
+  auto hint = UnitRemovedFrom(f, kSystemdOwner);  // systemd is back: any hint or tick
+  tracker.OnSignal(hint.get());
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("StopUnit") == 2; }));
+  ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
+  ASSERT_TRUE(systemd.Answer("ResetFailedUnit", absl::OkStatus()));
+  ASSERT_TRUE(systemd.AnswerGone(true));
+  EXPECT_TRUE(done);
+  EXPECT_TRUE(result.ok()) << result;
+}
+
 TEST_F(ReaperTest, UnitRemovedCostsOneQueryAndProvesNothing) {
   ASSERT_TRUE(reaper->Start().ok());
   ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));

@@ -14,7 +14,9 @@
 #     or error with a code of docs/PROTOCOL.md section 8) and then EOF; a plain
 #     EOF without one only when the supervisor was SIGKILLed (counted apart);
 #     a deadline passing (a hang) always fails.
-# Usage: faults.py SEED KILLS REEXECS RELOADS SESSIONS CHURN OUT.json
+# Usage: faults.py SEED OUT.json [kills=N] [reexecs=N] [reloads=N] [sessions=M] [churn=N]
+#                  [restarts=N] [restart_sessions=M] [memory=N] [memory_others=K]
+#                  [stall_sessions=N] [stall_seconds=S] [stall_bytes=B] [only=CASE,...]
 import json
 import os
 import random
@@ -29,10 +31,18 @@ import time
 CONTROL = "/run/opencode-test/control.sock"
 SUPERVISOR_SOCK = "/run/opencode-pty/supervisor.sock"
 SUP = "opencode-pty-supervisor.service"
+APP = "opencode-v2.service"
+SLICE = "opencode-pty.slice"
+APP_DROPIN = "/run/systemd/system/opencode-v2.service.d/faults-restart.conf"
 # Tolerances of the invariant check (stated in vm-tests/README.md and docs/OPERATIONS.md).
 FD_TOL = 2
 RSS_ANON_TOL_KB = 2048
 RSS_TOL_KB = 4096
+# kSessionMemoryCap of common/limits.h: kOutputQueueBytes 4 x (8 + 65,536) +
+# kInputQueueBytes 4 x 16,384 + kEnvelopeQueueBytes 4 x (8 + 4,096) + a frame
+# header 8 + kMaxStartPayload (12 + 4 x 1,024 + 65,536) = 413,780 bytes. The
+# stall case bounds the supervisor's RssAnon by baseline + N x this + RSS_ANON_TOL_KB.
+SESSION_MEMORY_CAP = 413780
 # Stable error codes a supervisor may send (docs/PROTOCOL.md section 8).
 STABLE_CODES = {
     "bad_version", "unknown_type", "bad_reserved", "frame_too_large", "frame_too_small", "bad_start",
@@ -54,6 +64,10 @@ def run(*argv):
 
 def supervisor_pid():
     return int(run("systemctl", "show", "-P", "MainPID", SUP).stdout.strip() or 0)
+
+
+def app_pid():
+    return int(run("systemctl", "show", "-P", "MainPID", APP).stdout.strip() or 0)
 
 
 def status_text():
@@ -408,10 +422,12 @@ class Campaign:
                         c.close()
                     root_codes[k] = root_codes.get(k, 0) + 1
 
+            t_round = time.monotonic()
+
             def sampler():
                 while not stop.is_set():
-                    rep["samples"].append(resources(pid))
-                    stop.wait(0.25)
+                    rep["samples"].append({"t": round(time.monotonic() - t_round, 2), **resources(pid)})
+                    stop.wait(0.05)
 
             th = [threading.Thread(target=root_churn), threading.Thread(target=sampler)]
             for t in th:
@@ -445,17 +461,243 @@ class Campaign:
                                   max(r["peak_fds"] or 0 for r in reps), max(r["peak_RssAnon"] or 0 for r in reps)),
                               "seconds": round(time.monotonic() - t_case, 1)})
 
+    # --- case 4 ---------------------------------------------------------------------------------------
+    def restart(self, n, m):
+        """systemctl restart opencode-v2.service with M sessions open: half of
+        them and one authenticated connection without START are held by the
+        heir, a child of the old MainPID that outlives it (KillMode=process
+        for this case). Afterwards the heir tries START on the held
+        connection, on a running session's connection and on a fresh one."""
+        t_case = time.monotonic()
+        os.makedirs(os.path.dirname(APP_DROPIN), exist_ok=True)
+        with open(APP_DROPIN, "w") as f:
+            f.write("# faults.py restart case: the old MainPID's child outlives it\n[Service]\nKillMode=process\n")
+        run("systemctl", "daemon-reload")
+        cursor = journal_cursor()
+        base = self.baseline()
+        reps, outcomes = [], {}
+        last = [0.0]
+        try:
+            for _ in range(n):
+                delay = round(self.rnd.uniform(0.0, 0.5), 3)
+                rep = {"delay_s": delay}
+
+                def on_mark(what, rep=rep):
+                    rep["heir_pid"] = int(what.split()[1])
+                    rep["old_main_pid"] = app_pid()
+                    # systemd's start limit (5 starts in 10 s) applies to the
+                    # application's unit too: the first --long run hit it at
+                    # the sixth restart 1.5 s apart. At most one per 3 s.
+                    time.sleep(max(0.0, last[0] + 3.0 - time.monotonic()) + delay)
+                    last[0] = time.monotonic()
+                    rep["restart_rc"] = run("systemctl", "restart", APP).returncode
+                    wait_until(30, lambda: app_pid() not in (0, rep["old_main_pid"]) and os.path.exists(CONTROL))
+                    rep["new_main_pid"] = app_pid()
+
+                ans = request({"op": "restart_prep", "m": m}, on_mark, timeout=120)
+                fails = []
+                if "exception" in ans:
+                    fails.append("app: %s" % ans["exception"])
+                if rep.get("restart_rc") != 0:
+                    fails.append("systemctl restart exit %s" % rep.get("restart_rc"))
+                if rep.get("new_main_pid") in (None, 0, rep.get("old_main_pid")):
+                    fails.append("MainPID did not change (%s -> %s)" % (rep.get("old_main_pid"), rep.get("new_main_pid")))
+                if not ans.get("parent_exited"):
+                    fails.append("the heir did not see the old MainPID exit")
+                if not all(ans.get("running_before", [False])):
+                    fails.append("not every session ran before the restart: %s" % ans.get("running_before"))
+
+                def ended(rec, what, codes=None, started_before=False):
+                    envs = rec.get("envelopes", [])
+                    starts = sum(1 for e in envs if e["type"] == "started")
+                    if starts != (1 if started_before else 0):
+                        fails.append("%s: %d started envelopes (the heir started something)" % (what, starts))
+                    if rec.get("timeout"):
+                        fails.append("%s: no end (hang)" % what)
+                    if rec.get("terminals") != 1 or not rec.get("eof"):
+                        fails.append("%s: %s terminal envelopes, eof %s" % (what, rec.get("terminals"), rec.get("eof")))
+                        return "no_terminal"
+                    t = next(e for e in envs if e["type"] in ("exit", "error"))
+                    o = "%s:%s" % (t["type"], t.get("code") if t.get("code") is not None else t.get("signal"))
+                    if t["type"] == "error" and (t.get("code") not in STABLE_CODES or (codes and t.get("code") not in codes)):
+                        fails.append("%s: %s" % (what, o))
+                    outcomes["%s %s" % (what, o)] = outcomes.get("%s %s" % (what, o), 0) + 1
+                    return o
+
+                rep["pending"] = ended(ans.get("pending", {}), "held connection without START")
+                rep["fresh"] = ended(ans.get("fresh", {}), "heir's own connection", codes={"unauthenticated"})
+                rep["held"] = [ended(h, "held running session", started_before=True) for h in ans.get("held", [])]
+                if len(rep["held"]) != (m + 1) // 2:
+                    fails.append("%d held sessions reported, %d expected" % (len(rep["held"]), (m + 1) // 2))
+                rep["helper_status"] = {k: ans.get(k) for k in ("pending_helper_status", "fresh_helper_status",
+                                                                 "held_helper_status")}
+                hp = rep.get("heir_pid", 0)
+                if hp > 0 and not wait_until(10, lambda: not os.path.exists("/proc/%d" % hp)):
+                    fails.append("the heir %d did not exit" % hp)
+                rep["invariant"] = self.invariant(cursor, base, fails)
+                reps.append(rep)
+        finally:
+            os.unlink(APP_DROPIN)
+            run("systemctl", "daemon-reload")
+        self.record("restart", {"count": n, "sessions": m, "baseline": base, "repetitions": reps,
+                                "outcomes": outcomes,
+                                "summary": "%d restarts with %d sessions (%d held by the heir), outcomes %s" % (
+                                    n, m, (m + 1) // 2, json.dumps(outcomes, sort_keys=True)),
+                                "seconds": round(time.monotonic() - t_case, 1)})
+
+    # --- case 5 ---------------------------------------------------------------------------------------
+    def memory(self, n, k, limit):
+        """A temporary MemoryMax=LIMIT on opencode-pty.slice (systemctl
+        set-property --runtime; the product sets no memory limit itself and
+        refuses drop-ins on a PTY unit): a command allocating past it is
+        killed by the kernel's OOM killer while K other sessions run."""
+        t_case = time.monotonic()
+        cursor = journal_cursor()
+        base = self.baseline()
+        reps, outcomes = [], {}
+        p = run("systemctl", "set-property", "--runtime", SLICE, "MemoryMax=%s" % limit)
+        try:
+            for _ in range(n):
+                rep_cursor = journal_cursor()
+                rep = {"limit": limit, "set_property_rc": p.returncode,
+                       "slice_MemoryMax": run("systemctl", "show", "-P", "MemoryMax", SLICE).stdout.strip()}
+                ans = request({"op": "memory", "k": k}, timeout=240)
+                fails = []
+                if "exception" in ans:
+                    fails.append("app: %s" % ans["exception"])
+                if p.returncode != 0:
+                    fails.append("systemctl set-property exit %d: %s" % (p.returncode, p.stderr.strip()))
+                hog = ans.get("hog", {})
+                term = next((e for e in hog.get("envelopes", []) if e["type"] in ("exit", "error")), None)
+                rep["hog_terminal"] = term
+                rep["hog_tail"] = hog.get("tail", "")[-80:]
+                outcome, allowed = judge(hog, False)
+                key = "hog %s exact=%s result=%s" % (outcome, (term or {}).get("exact"), (term or {}).get("result"))
+                outcomes[key] = outcomes.get(key, 0) + 1
+                # Faithful: the kernel's SIGKILL, never an exit code (least of all 0 or success).
+                if not allowed or not term or term["type"] != "exit" or term.get("signal") != "KILL" \
+                        or term.get("code") is not None or term.get("result") != "oom-kill":
+                    fails.append("memory hog ended as %s (%s), want exit signal KILL, result oom-kill; output "
+                                 "tail %r" % (outcome, term, rep["hog_tail"]))
+                # What the kernel and systemd said about it.
+                j = run("journalctl", "--no-pager", "--after-cursor", rep_cursor, "-o", "cat").stdout
+                rep["oom_lines"] = [l for l in j.splitlines() if "oom" in l.lower() or "memory" in l.lower()][:6]
+                others = ans.get("others", [])
+                rep["others"] = []
+                for o in others:
+                    oo, ok = judge(o, False)
+                    rep["others"].append(oo)
+                    if not (ok and oo == "exit:0" and o.get("echo_before") and o.get("echo_after")):
+                        fails.append("another session was touched: %s, echo before %s, after %s" % (
+                            oo, o.get("echo_before"), o.get("echo_after")))
+                if len(others) != k:
+                    fails.append("%d other sessions reported, %d asked" % (len(others), k))
+                rep["invariant"] = self.invariant(cursor, base, fails)
+                reps.append(rep)
+        finally:
+            run("systemctl", "set-property", "--runtime", SLICE, "MemoryMax=infinity")
+        self.record("memory", {"count": n, "others": k, "limit": limit, "baseline": base, "repetitions": reps,
+                               "outcomes": outcomes,
+                               "summary": "%d x a command past MemoryMax=%s on %s with %d other sessions, outcomes %s" % (
+                                   n, limit, SLICE, k, json.dumps(outcomes, sort_keys=True)),
+                               "seconds": round(time.monotonic() - t_case, 1)})
+
+    # --- case 6 ---------------------------------------------------------------------------------------
+    def stall(self, n, seconds, nbytes):
+        """N streaming sessions whose reader stops for SECONDS: the supervisor's
+        memory stays within N x kSessionMemoryCap above its baseline, and every
+        byte arrives afterwards."""
+        t_case = time.monotonic()
+        cursor = journal_cursor()
+        base = self.baseline()
+        pid = supervisor_pid()
+        rep = {"sessions": n, "stall_s": seconds, "bytes_per_session": nbytes, "samples": []}
+
+        def on_mark(what):
+            rep["units_live"] = len([u for u in leftover_units() if SESSION_UNIT.match(u)])
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < seconds:
+                rep["samples"].append({"t": round(time.monotonic() - t0, 2), **resources(pid)})
+                time.sleep(0.25)
+
+        ans = request({"op": "stall", "n": n, "bytes": nbytes, "timeout": seconds + 240}, on_mark,
+                      timeout=seconds + 300)
+        fails = []
+        if "exception" in ans:
+            fails.append("app: %s" % ans["exception"])
+        if rep.get("units_live") != n:
+            fails.append("%s of %d units live during the stall" % (rep.get("units_live"), n))
+        anon = [s["RssAnon"] for s in rep["samples"] if "RssAnon" in s]
+        rep["peak_RssAnon"] = max(anon, default=None)
+        rep["bound_kB"] = base["RssAnon"] + (n * SESSION_MEMORY_CAP) // 1024 + RSS_ANON_TOL_KB
+        if rep["peak_RssAnon"] is None or rep["peak_RssAnon"] > rep["bound_kB"]:
+            fails.append("RssAnon %s kB during the stall, bound %d kB (baseline + %d x kSessionMemoryCap + %d kB)" % (
+                rep["peak_RssAnon"], rep["bound_kB"], n, RSS_ANON_TOL_KB))
+        sess = ans.get("sessions", [])
+        outcomes, lost = {}, 0
+        for rec in sess:
+            o, ok = judge(rec, False)
+            if ok and o == "exit:0" and (rec["output_len"] != rec["expected"] or rec["ys"] != rec["expected_ys"]):
+                o, ok = "bytes %d of %d, y %d of %d" % (rec["output_len"], rec["expected"], rec["ys"],
+                                                        rec["expected_ys"]), False
+            if ok and o == "exit:0" and rec.get("before_stall", 0) >= rec["expected"]:
+                o, ok = "all output before the stall (nothing stalled)", False
+            outcomes[o] = outcomes.get(o, 0) + 1
+            if not ok or o != "exit:0":
+                lost += 1
+                fails.append("session: %s" % o)
+        if len(sess) != n:
+            fails.append("%d sessions reported, %d asked" % (len(sess), n))
+        rep["outcomes"] = outcomes
+        rep["bytes_total"] = sum(r.get("output_len", 0) for r in sess)
+        rep["before_stall_min"] = min((r.get("before_stall", 0) for r in sess), default=None)
+        rep["invariant"] = self.invariant(cursor, base, fails)
+        self.record("stall", {"count": 1, "sessions": n, "baseline": base, "repetitions": [rep],
+                              "summary": "%d sessions x %d bytes, readers stalled %d s: outcomes %s, %d bytes "
+                                         "counted, peak RssAnon %s kB (bound %d kB)" % (
+                                             n, nbytes, seconds, json.dumps(outcomes, sort_keys=True),
+                                             rep["bytes_total"], rep["peak_RssAnon"], rep["bound_kB"]),
+                              "seconds": round(time.monotonic() - t_case, 1)})
+
+
+CASES = ("sigkill", "reexec", "reload", "churn", "restart", "memory", "stall")
+
 
 def main():
-    seed, kills, reexecs, reloads, m, churn = (int(a) for a in sys.argv[1:7])
-    c = Campaign(seed, sys.argv[7])
-    c.result["counts"] = {"sigkill": kills, "reexec": reexecs, "reload": reloads, "sessions": m, "churn": churn}
-    print("faults: seed %d (replay: faults.sh --seed %d); SIGKILL x %d, daemon-reexec x %d and daemon-reload "
-          "x %d with %d sessions, churn x %d" % (seed, seed, kills, reexecs, reloads, m, churn), flush=True)
-    c.sigkill(kills)
-    c.systemd_op("daemon-reexec", reexecs, m)
-    c.systemd_op("daemon-reload", reloads, m)
-    c.churn(churn)
+    seed, out = int(sys.argv[1]), sys.argv[2]
+    counts = {"kills": 20, "reexecs": 5, "reloads": 5, "sessions": 10, "churn": 2000, "restarts": 3,
+              "restart_sessions": 4, "memory": 2, "memory_others": 3,
+              "stall_sessions": 10, "stall_seconds": 5, "stall_bytes": 4 << 20}
+    only = set(CASES)
+    for a in sys.argv[3:]:
+        k, _, v = a.partition("=")
+        if k == "only":
+            only = set(v.split(","))
+            if only - set(CASES):
+                sys.exit("faults.py: unknown case(s) %s; the cases are %s" % (",".join(only - set(CASES)), ",".join(CASES)))
+        elif k in counts:
+            counts[k] = int(v)
+        else:
+            sys.exit("faults.py: unknown argument %r" % a)
+    c = Campaign(seed, out)
+    c.result["counts"] = counts
+    c.result["cases_run"] = [x for x in CASES if x in only]
+    print("faults: seed %d; cases %s; counts %s" % (seed, ",".join(c.result["cases_run"]),
+                                                    json.dumps(counts, sort_keys=True)), flush=True)
+    if "sigkill" in only:
+        c.sigkill(counts["kills"])
+    if "reexec" in only:
+        c.systemd_op("daemon-reexec", counts["reexecs"], counts["sessions"])
+    if "reload" in only:
+        c.systemd_op("daemon-reload", counts["reloads"], counts["sessions"])
+    if "churn" in only:
+        c.churn(counts["churn"])
+    if "restart" in only:
+        c.restart(counts["restarts"], counts["restart_sessions"])
+    if "memory" in only:
+        c.memory(counts["memory"], counts["memory_others"], "64M")
+    if "stall" in only:
+        c.stall(counts["stall_sessions"], counts["stall_seconds"], counts["stall_bytes"])
     sys.exit(0 if c.ok else 1)
 
 

@@ -16,27 +16,35 @@
 here=$(dirname "$0")
 
 seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
-kills=20 reexecs=5 reloads=5 sessions=10 churn=2000 long=
+counts="kills=20 reexecs=5 reloads=5 sessions=10 churn=2000 restarts=3 restart_sessions=4 memory=2 stall_sessions=50 stall_seconds=5 stall_bytes=2097152"
+# memory is not among the default cases: in the containers the host's legacy
+# memory controller is read-only and a MemoryMax= is not enforced (measured on
+# these machines); vm.faults-memory.vm runs it in the VM (cgroup v2).
+long= only= cases="sigkill reexec reload churn restart stall"
 while [ $# -gt 0 ]; do
   case "$1" in
-    --long) kills=100 reexecs=20 reloads=20 sessions=50 churn=10000 long=" --long" ;;
+    --long) counts="kills=100 reexecs=20 reloads=20 sessions=50 churn=10000 restarts=20 restart_sessions=10 memory=5 stall_sessions=50 stall_seconds=30"
+            long=" --long" ;;
     --seed) seed=$2; shift ;;
+    # Replay or debug some cases only, e.g. --only restart,churn.
+    --only) only=" --only $2"; cases=$(echo "$2" | tr , ' '); shift ;;
     *) fail "faults.sh arguments" "unknown argument $1"; checks_done; exit 1 ;;
   esac
   shift
 done
-echo "faults: seed $seed (replay: vm-tests/run $VMTESTS_TARGET --artifacts BUILD vm-tests/faults/faults.sh --seed $seed$long)"
+echo "faults: seed $seed (replay: vm-tests/run $VMTESTS_TARGET --artifacts BUILD vm-tests/faults/faults.sh --seed $seed$long$only)"
 
 # --- install (shared with supervisor/supervisor.sh) ---------------------------------------------
 supervisor_setup "fault campaign" "/usr/bin/python3 $here/faults_app.py"
 
 # --- the campaign ------------------------------------------------------------------------------------
 start=$(date +%s)
-python3 "$here/faults.py" "$seed" "$kills" "$reexecs" "$reloads" "$sessions" "$churn" /results/faults.json
+# shellcheck disable=SC2086 # counts are key=value words
+python3 "$here/faults.py" "$seed" /results/faults.json $counts "only=$(echo $cases | tr ' ' ,)"
 rc=$?
 echo "faults: campaign took $(( $(date +%s) - start )) s, driver exit $rc"
 check "faults.json written" test -s /results/faults.json
-for c in sigkill reexec reload churn; do
+for c in $cases; do
   check "faults $c: every repetition passed the invariant check (seed $seed)" python3 -c '
 import json, sys
 r = json.load(open("/results/faults.json"))
