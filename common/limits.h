@@ -84,9 +84,10 @@ inline constexpr size_t kSessionMemoryCap =
 // match rules, each session cost one (AddRef) plus one per stop job, and ~500
 // sessions pushed systemd off the bus. On the direct connection
 // (SystemdConnection) no session costs systemd a match rule and no bus quota
-// applies; what bounds sessions now is the supervisor's descriptors (3 per
-// session: connection, PTY stream, unit channel; LimitNOFILE=4096 in its
-// unit) and the slice's TasksMax (units/opencode-pty.slice). 1,000 idle
+// applies; what bounds sessions now is the supervisor's descriptors (4 per
+// session: connection, PTY stream, unit channel, the connecting process's
+// pidfd; LimitNOFILE=8192 in its unit) and the slice's TasksMax
+// (units/opencode-pty.slice). 1,000 idle
 // sessions started and closed at once on systemd 252 and 257 (vm.scale.*
 // --long, docs/SECURITY.md); the cap keeps room above that.
 inline constexpr size_t kMaxSessions = 1024;
