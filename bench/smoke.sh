@@ -18,7 +18,39 @@ ok() { pass=$((pass + 1)); echo "PASS: $1"; }
 ko() { fail=$((fail + 1)); echo "FAIL: $1"; }
 if bash -n "$here/run" && bash -n "$here/guest/bench.sh"; then ok "shell scripts parse"; else ko "shell scripts parse"; fi
 if node --check "$here/guest/bench-app.js"; then ok "bench-app.js parses"; else ko "bench-app.js parses"; fi
-if python3 -m py_compile "$here/guest/rootbench.py" "$here/lib/report.py" "$here/lib/chart.py"; then ok "Python parses"; else ko "Python parses"; fi
+if python3 -m py_compile "$here/guest/rootbench.py" "$here/guest/timeline.py" "$here/lib/report.py" "$here/lib/chart.py"; then ok "Python parses"; else ko "Python parses"; fi
+
+# --- the start timeline decoder, on a real trace ----------------------------------
+# bench/tests/fixture/strace-start.txt.gz: one `true` session of a bench run
+# (20261205, bookworm), the supervisor under strace -f -ttt -xx -s 65536. The
+# decoded events must name the start's D-Bus calls, their replies and the
+# frames in the order the supervisor's design has them.
+if zcat "$here/tests/fixture/strace-start.txt.gz" > "$tmp/strace.txt" &&
+   python3 "$here/guest/timeline.py" "$tmp/strace.txt" > "$tmp/timeline.json" &&
+   python3 - "$tmp/timeline.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["kind"] == "start_timeline" and len(d["sessions"]) == 1, d.get("sessions")
+ev = [e["what"] + (" " + e["envelope"] if e.get("envelope") else "") for e in d["sessions"][0]["events"]]
+order = ["accept4: connection fd", "D-Bus -> call GetUnitByPIDFD", "connection in START",
+         "D-Bus -> call StartTransientUnit", "D-Bus <- reply of StartTransientUnit",
+         "D-Bus <- signal JobRemoved", "PTY stream out b'G'", "connection out EVENT started",
+         "unit channel in packet b'E'", "unit channel in packet b'X'", "D-Bus -> call StopUnit",
+         "D-Bus -> call GetUnit", "D-Bus <- error of GetUnit", "connection out EVENT exit"]
+i = 0
+for want in order:
+    while i < len(ev) and not ev[i].startswith(want):
+        i += 1
+    assert i < len(ev), "not found in order: %s" % want
+    i += 1
+ms = [e["ms"] for e in d["sessions"][0]["events"]]
+assert ms == sorted(ms) and ms[0] == 0, "times not from accept4 onwards"
+PY
+then
+  ok "timeline.py: a real trace decodes to the start's calls, replies and frames in order"
+else
+  ko "timeline.py: a real trace decodes to the start's calls, replies and frames in order"
+fi
 
 is_png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; }
 # has_rows NAME TABLE PHASES: the table has a row for each phase measured.

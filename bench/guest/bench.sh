@@ -251,6 +251,26 @@ for i in range(len(steps) - 1):
     if d:
         out["median_ms"]["%s -> %s" % (steps[i], steps[i + 1])] = round(statistics.median(d), 2)
 print(json.dumps(out))' >> "$OUT"
+  # One session each of `true` and `echo hi` with the supervisor under strace:
+  # every D-Bus message on its connection to systemd, decoded from the wire,
+  # with the connection's frames, in order (timeline.py). Round -2: not in
+  # the latency figures.
+  sup=$(sup_pid)
+  strace -f -ttt -qq -xx -s 65536 \
+    -e trace=accept4,socketpair,close,sendmsg,recvmsg,sendto,recvfrom,read,write,writev,readv \
+    -o /results/strace-start.txt -p "$sup" &
+  stracepid=$!
+  sleep 1
+  app latency 300 BENCH_LAT_N=1 BENCH_ROUND=-2
+  kill -INT "$stracepid"; wait "$stracepid"
+  if python3 /tests/timeline.py /results/strace-start.txt > "$WORK/timeline.json" && [ -s "$WORK/timeline.json" ]; then
+    cat "$WORK/timeline.json" >> "$OUT"
+    pass "latency: one traced start decoded" "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(len(d["sessions"]), "sessions,", sum(len(s["events"]) for s in d["sessions"]), "events")' "$WORK/timeline.json")"
+  else
+    fail "latency: one traced start decoded" "timeline.py failed on /results/strace-start.txt"
+  fi
+  gzip -f /results/strace-start.txt
+  wait_no_sessions 60 || stop_leftovers latency-trace
 fi
 
 # --- scale: concurrent idle sessions -------------------------------------------

@@ -8,7 +8,10 @@ container. Appends one JSON line per measurement to OUT; never judges.
       pipe held open, stdout a pipe drained by this process with 1 MiB reads.
   rootbench.py latency OUT ROUND N
       N times each: systemd-run --wait --pty true; systemd-run --wait --pipe
-      echo hi; systemd-run --wait --pty echo hi (User=byk); connect to first
+      echo hi; systemd-run --wait --pty echo hi (User=byk); and the seed's
+      script chain under systemd-run (sdrun-script: `systemd-run --wait --pty
+      script -q -e -f -c "/bin/sh -i -c 'exec CMD'" /dev/null`, the launcher's
+      script line with the launcher's own steps left out); connect to first
       stdout byte and to exit.
   rootbench.py sample OUT LABEL PID [EXTRA-JSON]
       the process's memory (status, smaps_rollup), CPU (stat), descriptors.
@@ -110,6 +113,15 @@ def cmd_latency(out, rnd, n):
              ("sdrun-pipe", sd[:2] + ["--pipe"] + sd[2:] + ["echo", "hi"], "echo hi"),
              ("sdrun-pty", sd[:2] + ["--pty"] + sd[2:] + ["echo", "hi"], "echo hi"),
              ("sdrun-pipe", sd[:2] + ["--pipe"] + sd[2:] + ["true"], "true")]
+    # The fixed chain systemd-run does not pay: the launcher runs
+    # script -q -e -f -c "/bin/sh -i -c 'exec /proc/self/fd/3 --exec'" /dev/null
+    # and the command under it. Here the same script line runs under
+    # systemd-run with the launcher's steps (its shell step, the monitor)
+    # replaced by sh's own -c and an exec of the command.
+    for cmd in ("true", "echo hi"):
+        line = "/bin/sh -i -c 'exec %s'" % cmd
+        cases.append(("sdrun-script", sd[:2] + ["--pty"] + sd[2:] +
+                      ["/usr/bin/script", "-q", "-e", "-f", "-c", line, "/dev/null"], cmd))
     for _ in range(n):
         for variant, argv, cmd in cases:
             first, exit_ms, status = latency_once(argv)

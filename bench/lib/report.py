@@ -148,6 +148,35 @@ def latency_summary(recs):
     bd = [r for r in recs if r.get("kind") == "latency_breakdown"]
     if bd:
         out["supervisor_breakdown"] = bd[0]
+    tl = [r for r in recs if r.get("kind") == "start_timeline"]
+    if tl:
+        # One traced session of `true` (the first accepted connection): the
+        # events up to the exit envelope, D-Bus signals about other units
+        # left out (they are the same with or without this session).
+        out["timeline"] = {"sessions_traced": len(tl[0]["sessions"]), "events": []}
+        if tl[0]["sessions"]:
+            for e in tl[0]["sessions"][0]["events"]:
+                if e["what"].startswith("D-Bus <- signal") and "opencode_2dpty" not in e.get("path", "") \
+                        and not e["what"].endswith(("JobRemoved", "JobNew")):
+                    continue
+                out["timeline"]["events"].append({k: e[k] for k in ("ms", "what", "path", "envelope") if k in e})
+                if e.get("envelope") == "exit":
+                    break
+    # How much of the stack's excess over systemd-run is the seed's script
+    # chain: systemd-run running the same script line (sdrun-script) minus
+    # systemd-run running the command directly (sdrun-pty).
+    chain = {}
+    for cmd, key in (("true", "exit"), ("echo hi", "first")):
+        st, sd, sc = (c.get("%s: %s" % (v, cmd)) for v in ("stack", "sdrun-pty", "sdrun-script"))
+        if st and sd and sc and None not in (st[key + "_p50_ms"], sd[key + "_p50_ms"], sc[key + "_p50_ms"]):
+            excess = st[key + "_p50_ms"] - sd[key + "_p50_ms"]
+            cost = sc[key + "_p50_ms"] - sd[key + "_p50_ms"]
+            chain[cmd] = {"measure": key, "stack_p50_ms": st[key + "_p50_ms"], "sdrun_p50_ms": sd[key + "_p50_ms"],
+                          "sdrun_script_p50_ms": sc[key + "_p50_ms"], "excess_ms": r3(excess, 2),
+                          "chain_ms": r3(cost, 2), "chain_share": r3(cost / excess) if excess > 0 else None,
+                          "rest_ms": r3(excess - cost, 2)}
+    if chain:
+        out["script_chain"] = chain
 
     def rr(base, base_key, other, other_key):
         b, o = c.get(base), c.get(other)
@@ -160,7 +189,9 @@ def latency_summary(recs):
         rr("sdrun-pty: true", "exit", "stack: true", "exit"),
         rr("sdrun-pty: echo hi", "first", "stack: echo hi", "first"),
         rr("sdrun-pipe: echo hi", "first", "stack: echo hi", "first"),
-        rr("sdrun-pty: echo hi", "exit", "stack: echo hi", "exit")) if x]
+        rr("sdrun-pty: echo hi", "exit", "stack: echo hi", "exit"),
+        rr("sdrun-script: true", "exit", "stack: true", "exit"),
+        rr("sdrun-script: echo hi", "first", "stack: echo hi", "first")) if x]
     return out
 
 
@@ -366,6 +397,22 @@ def markdown(s, cmd):
             if bd:
                 parts += "; supervisor journal: " + "; ".join("%s %s ms" % (k, fmt(v)) for k, v in bd["median_ms"].items())
             L.append("| where a stack session's start goes (`true`) | %s | — | — | %s |" % (parts, run))
+        for cmd, ch in (la.get("script_chain") or {}).items():
+            L.append("| the script chain's share of the stack's excess over systemd-run (`%s`, %s) | stack p50 %s ms − systemd-run %s ms = **%s ms** excess; the same script line under systemd-run (sdrun-script) %s ms, so the chain is **%s ms** (%s of the excess) and **%s ms** is the rest (supervisor, helper, bus, launcher steps) | sdrun-pty, sdrun-script | — | %s |" % (
+                cmd, "spawn → exit" if ch["measure"] == "exit" else "first byte",
+                fmt(ch["stack_p50_ms"]), fmt(ch["sdrun_p50_ms"]), fmt(ch["excess_ms"]), fmt(ch["sdrun_script_p50_ms"]),
+                fmt(ch["chain_ms"]), "%d%%" % round(100 * ch["chain_share"]) if ch.get("chain_share") is not None else "n/a",
+                fmt(ch["rest_ms"]), run))
+        tl = la.get("timeline")
+        if tl and tl["events"]:
+            steps = []
+            for e in tl["events"]:
+                w = e["what"].replace("D-Bus ", "").replace("connection ", "conn ")
+                if e.get("envelope"):
+                    w += " `%s`" % e["envelope"]
+                steps.append("%s %s" % (fmt(e["ms"], "", 2), w))
+            L.append("| one traced start of `true` (strace of the supervisor, ms since accept4; slower than untraced) | %s | — | — | %s |" % (
+                " → ".join(steps), run))
     sc = s.get("scale") or {}
     if sc.get("idle"):
         i = sc["idle"]
