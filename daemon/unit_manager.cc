@@ -234,21 +234,34 @@ void UnitMonitor::QueryNow() noexcept {
     return;
   }
   requery_ = false;
+  if (absl::Status st = Send(); !st.ok()) {
+    OnSnapshot cb = on_snapshot_;
+    cb(std::move(st));  // may destroy *this; nothing of it is touched after
+  }
+}
+
+absl::Status UnitMonitor::Send() noexcept {
   ++queries_;
   auto pending = api_->QueryUnit(unit_, [this](absl::StatusOr<UnitSnapshot> snapshot) {
     query_.reset();
     // Start the coalesced re-query before delivering: the owner may destroy
     // this monitor from its callback, which then cancels the new query too.
-    if (requery_) QueryNow();
+    // A re-query that cannot even be sent (systemd's connection is closing)
+    // is not reported from here: the owner would hear of it inside this
+    // callback, before the answer it waited for, and may destroy this
+    // monitor there (issue #17's soak: a SIGSEGV in a daemon-reexec). It
+    // stays pending instead: the next hint or tick asks again, and a
+    // reconnection re-queries every watched unit.
+    if (requery_) {
+      requery_ = false;
+      if (!Send().ok()) requery_ = true;
+    }
     OnSnapshot cb = on_snapshot_;
     cb(std::move(snapshot));
   });
-  if (!pending.ok()) {
-    OnSnapshot cb = on_snapshot_;
-    cb(pending.status());
-    return;
-  }
+  if (!pending.ok()) return pending.status();
   query_ = std::move(*pending);
+  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------- Reaper

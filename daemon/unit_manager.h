@@ -131,6 +131,10 @@ class UnitMonitor final : public UnitWatcher {
   SystemdApi* api_;
   UnitTracker* tracker_;
   std::string unit_;
+  // Sends one query; its answer goes to on_snapshot_. A call that cannot be
+  // sent is only returned, never reported to the owner from here.
+  absl::Status Send() noexcept;
+
   OnSnapshot on_snapshot_;
   std::unique_ptr<UnitTracker::Watch> watch_;
   Pending query_;

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -165,9 +166,20 @@ class FakeSystemd final : public SystemdApi {
       if (c->stream_fd >= 0) close(c->stream_fd);
   }
 
+  // From now on every call of `method` fails at once, before anything is
+  // sent, with `why` (as sd_bus_call_async does with ENOTCONN once systemd's
+  // connection is closing); an OK status ends that.
+  void FailSynchronously(const std::string& method, absl::Status why) {
+    if (why.ok())
+      sync_failures_.erase(method);
+    else
+      sync_failures_[method] = std::move(why);
+  }
+
   absl::StatusOr<Pending> StartUnit(const UnitRequest& req, int stream_fd, int dir_fd,
                                     Done done) override {
     (void)dir_fd;
+    if (auto f = sync_failures_.find("StartUnit"); f != sync_failures_.end()) return f->second;
     auto c = Record("StartUnit", req.unit_name);
     c->request = std::make_shared<UnitRequest>(req);
     c->stream_fd = fcntl(stream_fd, F_DUPFD_CLOEXEC, 3);
@@ -175,21 +187,25 @@ class FakeSystemd final : public SystemdApi {
     return Handle(c);
   }
   absl::StatusOr<Pending> QueryUnit(const std::string& unit, SnapshotDone done) override {
+    if (auto f = sync_failures_.find("QueryUnit"); f != sync_failures_.end()) return f->second;
     auto c = Record("QueryUnit", unit);
     c->snapshot = std::move(done);
     return Handle(c);
   }
   absl::StatusOr<Pending> QueryGone(const std::string& unit, GoneDone done) override {
+    if (auto f = sync_failures_.find("QueryGone"); f != sync_failures_.end()) return f->second;
     auto c = Record("QueryGone", unit);
     c->gone = std::move(done);
     return Handle(c);
   }
   absl::StatusOr<Pending> StopUnit(const std::string& unit, Done done) override {
+    if (auto f = sync_failures_.find("StopUnit"); f != sync_failures_.end()) return f->second;
     auto c = Record("StopUnit", unit);
     c->done = std::move(done);
     return Handle(c);
   }
   absl::StatusOr<Pending> ResetFailedUnit(const std::string& unit, Done done) override {
+    if (auto f = sync_failures_.find("ResetFailedUnit"); f != sync_failures_.end()) return f->second;
     auto c = Record("ResetFailedUnit", unit);
     c->done = std::move(done);
     return Handle(c);
@@ -249,6 +265,7 @@ class FakeSystemd final : public SystemdApi {
    private:
     CallPtr c_;
   };
+  std::map<std::string, absl::Status> sync_failures_;
   CallPtr Record(const char* method, const std::string& unit) {
     auto c = std::make_shared<Call>();
     c->method = method;

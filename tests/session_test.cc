@@ -774,6 +774,43 @@ TEST_F(SessionTest, StartFailureIsReportedAndCleanedUp) {
   EXPECT_EQ(Code(Terminal()), "unit_start_failed");
 }
 
+// Issue #17's soak (round 27 of the 60-minute bookworm run): systemd
+// re-executed while a session was starting. Its start query was answered
+// (systemd's closing connection answers every call in flight with an error)
+// while a re-query was pending, and the re-query could not be sent. The
+// session must end with unit_start_failed, its unit stopped and proven gone;
+// before the fix the supervisor read its destroyed monitor and died of
+// SIGSEGV (ASan: heap-use-after-free in UnitMonitor's answer callback).
+TEST_F(SessionTest, AStartQueryAnsweredByAClosingConnectionEndsTheSessionNotTheSupervisor) {
+  reader.fd = client.get();
+  Begin();
+  SendStartWithDir();
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StartUnit") != nullptr; }));
+  auto call = systemd.Pending_("StartUnit");
+  unit_fd = call->stream_fd;
+  const std::string unit = call->unit;
+  TakeHandoff();
+  StartJobDone();
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
+  // One more hint while the query is in flight: a re-query is pending.
+  auto hint = signals.Signal(
+      "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", "JobRemoved", "org.freedesktop.systemd1",
+      [&](sd_bus_message* j) {
+        sd_bus_message_append(j, "uoss", 8u, "/org/freedesktop/systemd1/job/8", unit.c_str(), "done");
+      });
+  tracker.OnSignal(hint.get());
+  tracker.DispatchHints();
+  ASSERT_EQ(systemd.Count("QueryUnit"), 1u);
+  systemd.FailSynchronously("QueryUnit", absl::UnavailableError(
+                                             "sd_bus_call_async: Transport endpoint is not connected"));
+  ASSERT_TRUE(systemd.AnswerSnapshot(absl::UnavailableError("Connection terminated")));
+  systemd.FailSynchronously("QueryUnit", absl::OkStatus());
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  EXPECT_EQ(Code(Terminal()), "unit_start_failed");
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
+}
+
 TEST_F(SessionTest, ClientGoneWhileStartTransientUnitInFlight) {
   Begin();
   SendStartWithDir();

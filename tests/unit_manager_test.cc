@@ -182,6 +182,53 @@ TEST_F(Watch, DestroyingTheMonitorCancelsItsQuery) {
   EXPECT_TRUE(systemd.calls().back()->cancelled);
 }
 
+// Found by issue #17's 60-minute soak (bookworm, seed 3214152189, round 27:
+// the supervisor died of SIGSEGV in a daemon-reexec). A query was answered
+// while a re-query was pending (a hint came meanwhile); systemd's connection
+// was closing, so the re-query failed before it was sent; that failure went
+// to the owner at once, from inside the answer's callback; the owner (a
+// starting session) failed and destroyed the monitor, and the callback went
+// on to read the destroyed monitor. Now a re-query that cannot be sent is
+// not reported by itself (the next hint or tick asks again, and a
+// reconnection re-queries every watched unit): the owner gets the answer
+// it waited for, once.
+TEST_F(Watch, AReQueryThatCannotBeSentDoesNotCallTheOwnerFromInsideAnAnswer) {
+  std::vector<absl::StatusOr<UnitSnapshot>> seen;
+  monitor = std::make_unique<UnitMonitor>(&systemd, &tracker, kUnit,
+                                          [&](absl::StatusOr<UnitSnapshot> s) {
+                                            seen.push_back(s);
+                                            monitor.reset();  // as a session that ends does
+                                          });
+  ASSERT_TRUE(monitor->Start().ok());
+  monitor->QueryNow();
+  monitor->QueryNow();  // coalesced: one more after the answer
+  ASSERT_EQ(systemd.Count("QueryUnit"), 1u);
+  systemd.FailSynchronously("QueryUnit", absl::UnavailableError(
+                                             "sd_bus_call_async: Transport endpoint is not connected"));
+  ASSERT_TRUE(systemd.AnswerSnapshot(Snapshot("activating", 7)));
+  ASSERT_EQ(seen.size(), 1u) << "one callback: the answer, not the re-query's failure before it";
+  EXPECT_TRUE(seen[0].ok()) << seen[0].status();
+  EXPECT_EQ(monitor, nullptr);
+}
+
+// The same failure while the owner keeps the monitor: no callback for the
+// unsent re-query, and the next hint asks again (once the connection is back).
+TEST_F(Watch, AReQueryThatCannotBeSentIsAskedAgainOnTheNextHint) {
+  ASSERT_TRUE(monitor->Start().ok());
+  monitor->QueryNow();
+  monitor->QueryNow();
+  systemd.FailSynchronously("QueryUnit", absl::UnavailableError("not connected"));
+  ASSERT_TRUE(systemd.AnswerSnapshot(Snapshot("active")));
+  EXPECT_EQ(snapshots, 1);
+  EXPECT_EQ(systemd.Count("QueryUnit"), 1u);
+  systemd.FailSynchronously("QueryUnit", absl::OkStatus());
+  monitor->OnUnitHint();
+  EXPECT_EQ(systemd.Count("QueryUnit"), 2u);
+  ASSERT_TRUE(systemd.AnswerSnapshot(Snapshot("inactive")));
+  EXPECT_EQ(snapshots, 2);
+  EXPECT_TRUE(stopped);
+}
+
 TEST_F(Watch, ReconnectingRequeriesEveryWatchedUnitOnceAndCallsBack) {
   int appeared = 0;
   tracker.SetOnSystemdAppeared([&] { ++appeared; });
