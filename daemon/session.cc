@@ -437,8 +437,11 @@ void Session::RequestStop() noexcept {
     if (monitor_) monitor_->QueryNow();
   });
   if (!pending.ok()) {
+    // Not even sent (systemd's connection is closing: a daemon-reexec). The
+    // same promise as a failed StopUnit: after `stopping`, stop_failed, and
+    // the reaper still stops the unit and proves it gone.
     pump_->PauseInput(false);
-    return Fail(ErrorCode::kInternal, SV(pending.status().message()));
+    return Fail(ErrorCode::kStopFailed, absl::StrCat("StopUnit not sent: ", pending.status().message()));
   }
   control_call_ = std::move(*pending);
 }

@@ -462,6 +462,31 @@ TEST_F(SessionTest, AStopBeforeTheCommandRanIsAStopNotALaunchFailure) {
   EXPECT_FALSE(std::get<bool>(e.fields["exact"]));
 }
 
+// Issue #17's soak: a STOP during a daemon-reexec, when systemd's connection
+// is closing and StopUnit cannot even be sent. docs/PROTOCOL.md promises
+// after `stopping` an exit or the error stop_failed: it was `internal`.
+TEST_F(SessionTest, AStopThatCannotBeSentIsStopFailed) {
+  reader.fd = client.get();
+  ToRunning();
+  systemd.FailSynchronously("StopUnit", absl::UnavailableError(
+                                            "sd_bus_call_async: Transport endpoint is not connected"));
+  SendStop();
+  ASSERT_TRUE(Wait([&] {
+    reader.Drain();
+    return !reader.events.empty() && reader.events.back().find("\"error\"") != std::string::npos;
+  }));
+  // The reaper's own StopUnit could not be sent either; its proof goes on.
+  systemd.FailSynchronously("StopUnit", absl::OkStatus());
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("ResetFailedUnit") != nullptr; }));
+  ASSERT_TRUE(systemd.AnswerGone(true));
+  ASSERT_TRUE(ReadUntilEof());
+  bool stopping = false;
+  for (const auto& ev : reader.events) stopping |= ev.find("\"stopping\"") != std::string::npos;
+  EXPECT_TRUE(stopping) << "the STOP was accepted first";
+  EXPECT_EQ(Code(Terminal()), "stop_failed");
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
+}
+
 // systemd collected the unit before the supervisor read it (it holds no
 // reference): GetAll answers with a stub, LoadState "not-found". Only an
 // inactive unit is collected, so the unit's view is "ended cleanly"; the
