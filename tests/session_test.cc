@@ -139,6 +139,10 @@ struct SessionTest : ::testing::Test {
   void StartJobDone() {
     std::string unit = systemd.Pending_("StartUnit") ? systemd.Pending_("StartUnit")->unit : "";
     systemd.Answer("StartUnit", absl::OkStatus());
+    JobRemoved(unit);
+  }
+  // systemd's JobRemoved for `unit`, delivered as a hint.
+  void JobRemoved(const std::string& unit) {
     auto m = signals.Signal("/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", "JobRemoved",
                             "org.freedesktop.systemd1", [&](sd_bus_message* j) {
                               sd_bus_message_append(j, "uoss", 7u, "/org/freedesktop/systemd1/job/7",
@@ -148,13 +152,21 @@ struct SessionTest : ::testing::Test {
     tracker.DispatchHints();
   }
   // Drives a session to RUNNING; returns the unit's end of the PTY stream.
-  int ToRunning() {
+  // Drives a session to its StartTransientUnit call (unanswered); keeps the
+  // request and the unit's end of the PTY stream; returns the call.
+  FakeSystemd::CallPtr ToStartCall() {
     Begin();
     SendStartWithDir();
     EXPECT_TRUE(Wait([&] { return systemd.Pending_("StartUnit") != nullptr; }));
     auto call = systemd.Pending_("StartUnit");
-    request = *call->request;
-    unit_fd = call->stream_fd;
+    if (call) {
+      request = *call->request;
+      unit_fd = call->stream_fd;
+    }
+    return call;
+  }
+  int ToRunning() {
+    ToStartCall();
     TakeHandoff();
     StartJobDone();
     EXPECT_TRUE(systemd.AnswerSnapshot(GoodSnapshot(request)));
@@ -808,23 +820,14 @@ TEST_F(SessionTest, StartFailureIsReportedAndCleanedUp) {
 // SIGSEGV (ASan: heap-use-after-free in UnitMonitor's answer callback).
 TEST_F(SessionTest, AStartQueryAnsweredByAClosingConnectionEndsTheSessionNotTheSupervisor) {
   reader.fd = client.get();
-  Begin();
-  SendStartWithDir();
-  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StartUnit") != nullptr; }));
-  auto call = systemd.Pending_("StartUnit");
-  unit_fd = call->stream_fd;
+  auto call = ToStartCall();
+  ASSERT_NE(call, nullptr);
   const std::string unit = call->unit;
   TakeHandoff();
   StartJobDone();
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
   // One more hint while the query is in flight: a re-query is pending.
-  auto hint = signals.Signal(
-      "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", "JobRemoved", "org.freedesktop.systemd1",
-      [&](sd_bus_message* j) {
-        sd_bus_message_append(j, "uoss", 8u, "/org/freedesktop/systemd1/job/8", unit.c_str(), "done");
-      });
-  tracker.OnSignal(hint.get());
-  tracker.DispatchHints();
+  JobRemoved(unit);
   ASSERT_EQ(systemd.Count("QueryUnit"), 1u);
   systemd.FailSynchronously("QueryUnit", absl::UnavailableError(
                                              "sd_bus_call_async: Transport endpoint is not connected"));
