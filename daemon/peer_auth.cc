@@ -181,7 +181,7 @@ class BusAuth final : public PendingCall {
     auto service_call = NewGetAllCall(source_->bus(), unit_path.c_str(), kServiceInterface);
     auto pidfd_call = NewManagerCall(source_->bus(), "GetUnitByPIDFD");
     if (!unit_call.ok() || !service_call.ok() || !pidfd_call.ok())
-      return Finish(ErrorCode::kInternal, "cannot build identity calls");
+      return Unasked("cannot build identity calls");
     // sd-bus duplicates the pidfd into the message; the message is dropped at
     // the end of this function.
     if (sd_bus_message_append(pidfd_call->get(), "h", creds_.pidfd.get()) < 0)
@@ -202,11 +202,22 @@ class BusAuth final : public PendingCall {
       pidfd_reply_.reset(sd_bus_message_ref(m));
       MaybeDecide();
     });
-    if (!a.ok() || !b.ok() || !c.ok())
-      return Finish(ErrorCode::kInternal, "cannot send identity calls");
+    if (!a.ok() || !b.ok() || !c.ok()) return Unasked("cannot send identity calls");
     unit_call_ = std::move(*a);
     service_call_ = std::move(*b);
     pidfd_call_ = std::move(*c);
+  }
+
+  // systemd could not be asked. On a connection that is closing (a re-exec
+  // or reload of systemd, before the reconnection) the identity cannot be
+  // proven, exactly as when systemd answers with an error: unauthenticated.
+  // Only a failure on an open connection is the supervisor's own (internal).
+  void Unasked(std::string_view what) {
+    sd_bus* bus = source_->bus();
+    if (bus == nullptr || sd_bus_is_open(bus) <= 0)
+      return Finish(ErrorCode::kUnauthenticated,
+                    std::string(what) + ": systemd's connection is closed; the identity cannot be proven");
+    Finish(ErrorCode::kInternal, std::string(what));
   }
 
   void MaybeDecide() {

@@ -6,11 +6,14 @@
 #include <linux/seccomp.h>
 #include <signal.h>
 #include <stddef.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -327,6 +330,76 @@ TEST(BusAuthenticator, WithoutSoPeerPidfdEveryConnectionIsKernelUnsupported) {
   EXPECT_EQ(result->peer.pid, getpid());
   EXPECT_NE(result->why.find("SO_PEERPIDFD"), std::string::npos) << result->why;
   EXPECT_FALSE(cache.NamesAnotherProcess(1)) << "nothing was asked, nothing recorded";
+}
+
+// An accepted connection whose peer is a live child of a non-root uid (the
+// check refuses uid 0 before it asks systemd anything): as root the child
+// drops to nobody before it connects. It lives until the peer is destroyed.
+struct NonRootPeer {
+  TempListener listener;
+  pid_t pid = -1;
+  UniqueFd conn, release;
+  NonRootPeer() {
+    if (!listener.fd.valid()) return;
+    if (geteuid() == 0 && (chmod(listener.dir, 0755) != 0 || chmod(listener.path.c_str(), 0777) != 0)) return;
+    sockaddr_un addr = listener.addr;
+    int go[2];
+    if (pipe2(go, O_CLOEXEC) != 0) return;
+    pid = fork();
+    if (pid == 0) {
+      close(go[1]);  // the parent's close is our EOF
+      if (geteuid() == 0 && (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+                             setresuid(65534, 65534, 65534) != 0))
+        _exit(1);
+      int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) _exit(1);
+      char c;
+      (void)!read(go[0], &c, 1);
+      _exit(0);
+    }
+    close(go[0]);
+    release = UniqueFd(go[1]);
+    if (pid > 0) conn = UniqueFd(accept4(listener.fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  }
+  ~NonRootPeer() {
+    release.reset();
+    if (pid > 0) waitpid(pid, nullptr, 0);
+  }
+};
+
+// Issue #17's soak: during a re-exec of systemd the supervisor's connection
+// closes before the reconnection. A check that cannot even ask systemd has
+// not proven the identity, exactly like a check systemd answered with an
+// error: `unauthenticated`, never `internal` (docs/PROTOCOL.md). Both ways a
+// connection can be unusable: never started (the calls cannot be built) and
+// closed (built, but they cannot be sent).
+TEST(BusAuthenticator, IdentityCallsOnAConnectionThatIsNotOpenAreUnauthenticated) {
+  for (bool started : {false, true}) {
+    SCOPED_TRACE(started ? "closed connection" : "never started");
+    sd_bus* raw = nullptr;
+    ASSERT_GE(sd_bus_new(&raw), 0);
+    BusPtr bus(raw);
+    if (started) {
+      int sv[2];
+      ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+      UniqueFd other(sv[1]);
+      ASSERT_GE(sd_bus_set_fd(bus.get(), sv[0], sv[0]), 0);
+      ASSERT_GE(sd_bus_start(bus.get()), 0);
+      sd_bus_close(bus.get());
+    }
+    ASSERT_EQ(sd_bus_is_open(bus.get()), 0);
+    NonRootPeer peer;
+    ASSERT_TRUE(peer.conn.valid()) << strerror(errno);
+    MainPidCache cache;
+    FixedBus source(bus.get());
+    auto auth = NewBusAuthenticator(&source, {.peer_pidfd = true, .main_pid_cache = &cache});
+    std::optional<AuthResult> result;
+    auto pending = auth->Authenticate(peer.conn.get(), [&](AuthResult r) { result = std::move(r); });
+    ASSERT_TRUE(result.has_value()) << "decided at once: nothing can be in flight";
+    EXPECT_EQ(ErrorCodeName(result->code), "unauthenticated") << result->why;
+    EXPECT_NE(result->why.find("cannot be proven"), std::string::npos) << result->why;
+    EXPECT_EQ(result->peer.pid, peer.pid);
+  }
 }
 
 TEST(PeerCredentials, ConnectedPeerOfAnotherProcess) {
