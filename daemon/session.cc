@@ -285,6 +285,10 @@ void Session::StartUnit(StartRequest request, UniqueFd dir) noexcept {
   if (absl::Status st = monitor_->Start(); !st.ok())
     return Fail(ErrorCode::kInternal, SV(st.message()));
   monitor_->SetPolling(true);
+  // STARTING waits for the start job's end: its JobRemoved is the hint, the
+  // unit's PropertiesChanged during the job are not (each would be two GetAll
+  // systemd answers while it runs the job); the tick stays the safety net.
+  monitor_->SetJobHintsOnly(true);
 
   SetState(State::kStarting);
   Arm(Deadline::kUnitStart, limits::kUnitStartDeadlineUsec);
@@ -369,6 +373,7 @@ void Session::OnStarting(const UnitSnapshot& snapshot) noexcept {
     return Fail(ErrorCode::kInternal, SV(st.message()));
   Arm(Deadline::kNone, 0);
   monitor_->SetPolling(false);  // until EOF or STOP, signals suffice as hints
+  monitor_->SetJobHintsOnly(false);  // the unit's end comes as PropertiesChanged
   SetState(State::kRunning);
   pump_->SetMode(Pump::Mode::kRunning);
   Log(LOG_INFO, Fields(), "PTY unit running");

@@ -112,6 +112,11 @@ void UnitTracker::Watch::SetPolling(bool polling) {
   if (polling) tracker_->ArmTick();
 }
 
+void UnitTracker::Watch::SetJobHintsOnly(bool on) {
+  auto it = tracker_->watched_.find(unit_);
+  if (it != tracker_->watched_.end()) it->second.job_hints_only = on;
+}
+
 void UnitTracker::Remove(const std::string& unit) { watched_.erase(unit); }
 
 void UnitTracker::ArmTick() {
@@ -145,6 +150,7 @@ void UnitTracker::OnSignal(sd_bus_message* m) noexcept {
     return;
   }
   std::string unit;
+  bool properties = false;
   if (sd_bus_message_is_signal(m, kManagerInterface, "UnitRemoved") > 0) {
     const char* id = nullptr;
     const char* path = nullptr;
@@ -161,11 +167,18 @@ void UnitTracker::OnSignal(sd_bus_message* m) noexcept {
     if (path == nullptr || sd_bus_path_decode(path, kUnitPathPrefix, &decoded) <= 0) return;
     unit = decoded;
     free(decoded);
+    properties = true;
   } else {
     return;
   }
   // Only our own units, and only those someone waits for, cost anything.
-  if (!IsSessionUnitName(unit) || !watched_.contains(unit)) return;
+  if (!IsSessionUnitName(unit)) return;
+  auto it = watched_.find(unit);
+  if (it == watched_.end()) return;
+  if (properties && it->second.job_hints_only) {
+    ++property_signals_skipped_;
+    return;
+  }
   queue_.Push(unit);
   if (defer_) sd_event_source_set_enabled(defer_.get(), SD_EVENT_ONESHOT);
 }
@@ -226,6 +239,10 @@ absl::Status UnitMonitor::Start() {
 
 void UnitMonitor::SetPolling(bool polling) {
   if (watch_) watch_->SetPolling(polling);
+}
+
+void UnitMonitor::SetJobHintsOnly(bool on) {
+  if (watch_) watch_->SetJobHintsOnly(on);
 }
 
 void UnitMonitor::QueryNow() noexcept {

@@ -59,6 +59,8 @@ class UnitTracker {
   const std::string& systemd_owner() const noexcept { return systemd_owner_; }
   // Signals dropped because of their sender (for tests and STATUS=).
   uint64_t foreign_signals() const noexcept { return foreign_signals_; }
+  // PropertiesChanged signals not taken as hints (Watch::SetJobHintsOnly).
+  uint64_t property_signals_skipped() const noexcept { return property_signals_skipped_; }
 
   // One watched unit; destroying it unregisters.
   class Watch {
@@ -67,6 +69,12 @@ class UnitTracker {
     // Polling watchers are also re-queried every kRequeryIntervalUsec: the
     // safety net for a lost or dropped hint while waiting for a state change.
     void SetPolling(bool polling);
+    // With `on`, only the unit's JobRemoved and UnitRemoved are hints (the
+    // tick, an overflow and a reconnection still are): a starting unit emits
+    // several PropertiesChanged per start, and each would cost systemd two
+    // GetAll while it runs the start job, whose end (JobRemoved) is the one
+    // change the starting session waits for.
+    void SetJobHintsOnly(bool on);
 
    private:
     friend class UnitTracker;
@@ -88,6 +96,7 @@ class UnitTracker {
   struct Entry {
     UnitWatcher* watcher = nullptr;
     bool polling = false;
+    bool job_hints_only = false;
   };
   static int OnMatch(sd_bus_message* m, void* userdata, sd_bus_error* error) noexcept;
   static int OnMatchInstalled(sd_bus_message* m, void* userdata, sd_bus_error* error) noexcept;
@@ -111,6 +120,7 @@ class UnitTracker {
   size_t systemd_appearances_ = 0;
   std::string systemd_owner_;
   uint64_t foreign_signals_ = 0;
+  uint64_t property_signals_skipped_ = 0;
 };
 
 // Re-queries one unit's properties whenever told to (hint, tick, or the owner's
@@ -123,6 +133,7 @@ class UnitMonitor final : public UnitWatcher {
 
   absl::Status Start();
   void SetPolling(bool polling);
+  void SetJobHintsOnly(bool on);
   void QueryNow() noexcept;
   size_t queries() const noexcept { return queries_; }
   void OnUnitHint() noexcept override { QueryNow(); }

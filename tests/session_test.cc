@@ -839,6 +839,44 @@ TEST_F(SessionTest, AStartQueryAnsweredByAClosingConnectionEndsTheSessionNotTheS
   ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
 }
 
+// Issue #16: while the start job runs, the unit's PropertiesChanged signals
+// (several per start) ask systemd nothing; the job's JobRemoved asks once.
+// Once RUNNING, PropertiesChanged are hints again (the unit's end).
+TEST_F(SessionTest, AStartingSessionAsksOnTheJobsEndNotOnEveryPropertyChange) {
+  reader.fd = client.get();
+  auto call = ToStartCall();
+  ASSERT_NE(call, nullptr);
+  const std::string unit = call->unit;
+  TakeHandoff();
+  auto changed = [&] {
+    auto m = signals.Signal(UnitObjectPath(unit).value().c_str(), "org.freedesktop.DBus.Properties",
+                            "PropertiesChanged", "org.freedesktop.systemd1", [](sd_bus_message* p) {
+                              sd_bus_message_append(p, "sa{sv}as", "org.freedesktop.systemd1.Unit", 1,
+                                                    "ActiveState", "s", "activating", 0);
+                            });
+    tracker.OnSignal(m.get());
+    tracker.DispatchHints();
+  };
+  // The fixture's connection to systemd is new: its one re-query of every
+  // watched unit comes first, and is no hint of a property change.
+  tracker.DispatchHints();
+  while (systemd.Pending_("QueryUnit")) systemd.AnswerSnapshot(GoodSnapshot(request));
+  const size_t before = systemd.Count("QueryUnit");
+  systemd.Answer("StartUnit", absl::OkStatus());
+  for (int i = 0; i < 4; ++i) changed();
+  testing::RunFor(event.get(), 30);
+  EXPECT_EQ(systemd.Count("QueryUnit"), before);
+  EXPECT_EQ(tracker.property_signals_skipped(), 4u);
+  JobRemoved(unit);
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
+  EXPECT_EQ(systemd.Count("QueryUnit"), before + 1);
+  ASSERT_TRUE(systemd.AnswerSnapshot(GoodSnapshot(request)));
+  ASSERT_TRUE(Wait([&] { return session->state() == Session::State::kRunning; }));
+  changed();
+  ASSERT_TRUE(Wait([&] { return systemd.Count("QueryUnit") == before + 2; }));
+  EXPECT_EQ(tracker.property_signals_skipped(), 4u);
+}
+
 TEST_F(SessionTest, ClientGoneWhileStartTransientUnitInFlight) {
   Begin();
   SendStartWithDir();

@@ -155,6 +155,57 @@ TEST_F(Watch, ManyForgedSignalsOfEveryKindCoalesceIntoOneQuery) {
   EXPECT_FALSE(stopped);
 }
 
+// A starting session's watch (issue #16): the unit's PropertiesChanged are
+// no hints (each would cost systemd two GetAll during the start job); its
+// JobRemoved and UnitRemoved are, and so is an overflow. Switched off, the
+// PropertiesChanged count again.
+TEST_F(Watch, JobHintsOnlySkipsPropertiesChangedButNotTheJobsEnd) {
+  ASSERT_TRUE(monitor->Start().ok());
+  monitor->SetJobHintsOnly(true);
+  auto changed = [&] {
+    return f.Signal(kPath, "org.freedesktop.DBus.Properties", "PropertiesChanged", kSystemdOwner,
+                    [](sd_bus_message* m) {
+                      sd_bus_message_append(m, "sa{sv}as", "org.freedesktop.systemd1.Unit", 1, "ActiveState", "s",
+                                            "activating", 0);
+                    });
+  };
+  for (int i = 0; i < 5; ++i) tracker.OnSignal(changed().get());
+  EXPECT_EQ(tracker.queue_length(), 0u);
+  EXPECT_EQ(tracker.property_signals_skipped(), 5u);
+  testing::RunFor(event.get(), 50);
+  EXPECT_EQ(systemd.Count("QueryUnit"), 0u);
+
+  auto job = f.Signal("/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", "JobRemoved", kSystemdOwner,
+                      [](sd_bus_message* m) {
+                        sd_bus_message_append(m, "uoss", 7u, "/org/freedesktop/systemd1/job/7", kUnit, "done");
+                      });
+  tracker.OnSignal(job.get());
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("QueryUnit") == 1; }));
+  ASSERT_TRUE(systemd.AnswerSnapshot(Snapshot("active")));
+
+  auto removed = UnitRemovedFrom(f, kSystemdOwner);
+  tracker.OnSignal(removed.get());
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("QueryUnit") == 2; }));
+  ASSERT_TRUE(systemd.AnswerSnapshot(Snapshot("active")));
+
+  monitor->SetJobHintsOnly(false);
+  tracker.OnSignal(changed().get());
+  EXPECT_EQ(tracker.property_signals_skipped(), 5u);
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("QueryUnit") == 3; }));
+}
+
+// Hints that do not come from a signal still reach a job-hints-only watch: a
+// reconnection (every watched unit asked again) and the poll tick.
+TEST_F(Watch, JobHintsOnlyStillRequeriesOnAReconnectionAndTheTick) {
+  ASSERT_TRUE(monitor->Start().ok());
+  monitor->SetJobHintsOnly(true);
+  tracker.SystemdConnected();
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("QueryUnit") == 1; }));
+  ASSERT_TRUE(systemd.AnswerSnapshot(Snapshot("activating", 7)));
+  monitor->SetPolling(true);
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("QueryUnit") == 2; }, 3000));
+}
+
 TEST_F(Watch, HintDuringAQueryCoalescesIntoOneMore) {
   ASSERT_TRUE(monitor->Start().ok());
   monitor->QueryNow();
