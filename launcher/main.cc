@@ -285,11 +285,15 @@ int ReadCarried(bool require_size, Carried* c) {
 // size, and SHELL = the launcher on fd 3 (the shell step); the command (inner
 // mode) gets SHELL=/bin/sh and no COLUMNS/LINES: they would pin every program
 // that honours them (ncurses, tput) to the start size after a live resize.
+// LANG is the command's only: the chain (script, the shell step, sh -i) runs
+// in the C locale, so script loads no locale (setlocale(LC_ALL, "") with
+// LANG=C.UTF-8 opened 57 files per session; issue #16). It copies bytes and
+// prints nothing with -q, and dash has no locale: nothing else changes.
 void BuildEnv(const Carried& c, const char* extra, bool for_command) {
   size_t n = 0;
   envp[n++] = kPath;
   envp[n++] = kTerm;
-  envp[n++] = kLang;
+  if (for_command) envp[n++] = kLang;
   if (c.home) envp[n++] = env_home;
   if (c.user) envp[n++] = env_user;
   if (c.logname) envp[n++] = env_logname;

@@ -890,8 +890,9 @@ TEST_F(LauncherTest, ExecChainIsExactlyScriptShLauncherCommand) {
   EXPECT_EQ(execs[1].argv, (std::vector<std::string>{"script", "-q", "-e", "-f", "-c",
                                                      "/bin/sh -i -c 'exec /proc/self/fd/3 --exec'", "/dev/null"}));
   // SHELL is the launcher on fd 3: script runs "$SHELL -c" with it, never the
-  // user's login shell and never a `sh -c` that would stay in the chain.
-  EXPECT_EQ(execs[1].env, (std::vector<std::string>{"COLUMNS=120", "HOME=/nonexistent", "LANG=C.UTF-8", "LINES=40",
+  // user's login shell and never a `sh -c` that would stay in the chain. No
+  // LANG: the chain runs in the C locale (script loads no locale files).
+  EXPECT_EQ(execs[1].env, (std::vector<std::string>{"COLUMNS=120", "HOME=/nonexistent", "LINES=40",
                                                     "LOGNAME=nobody", "OPENCODE_PTY_ARGV=" + joined,
                                                     "PATH=/usr/local/bin:/usr/bin:/bin", "SHELL=/proc/self/fd/3",
                                                     "TERM=xterm-256color", "USER=nobody"}));
