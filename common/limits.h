@@ -193,4 +193,28 @@ inline constexpr uint64_t kAcceptBackoffMaxUsec = 1ULL * 1000 * 1000;
 // it the cached MainPID) stays fresh; the cache never admits anyone.
 inline constexpr size_t kHandshakePressure = kMaxPendingHandshakes / 2;
 
+// ---- closing what a peer supplied (daemon/async_close.h) ----
+// The kernel delivers at most this many descriptors with one SCM_RIGHTS
+// message (SCM_MAX_FD); every receive keeps room for all of them, because a
+// descriptor that does not fit is dropped by the kernel in the receiving
+// thread, where its last close could sleep on the loop.
+inline constexpr size_t kMaxRightsPerMessage = 253;
+// The listener stops accepting while this many descriptors wait for the
+// closer thread (one stuck close, e.g. on a FUSE file, holds the rest), and
+// accepts again below the resume mark. 256 is 16 full accept bursts of
+// refused connections: far above what a healthy closer ever holds (it closes
+// in microseconds), small against LimitNOFILE=8192.
+inline constexpr size_t kCloseBacklogPause = 256;
+inline constexpr size_t kCloseBacklogResume = kCloseBacklogPause / 2;
+// Before its final close, the closer reads a unix socket's queue and defuses
+// the descriptors in flight on it (and, in turn, those in flight on them):
+// at most kCloseDrainMessages receives per socket and kCloseDrainDescriptors
+// descriptors per close. The kernel does not bound the nesting (64 levels
+// were accepted on Linux 6.18), so the work is bounded here instead; what is
+// left is purged by the close itself, in the closer thread. 1,024 keeps the
+// closer's own descriptors well inside LimitNOFILE=8192 next to 1,024
+// sessions' four each.
+inline constexpr size_t kCloseDrainMessages = 1024;
+inline constexpr size_t kCloseDrainDescriptors = 1024;
+
 }  // namespace opencode::limits

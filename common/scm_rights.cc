@@ -1,6 +1,7 @@
 // SCM_RIGHTS with exactly-one semantics. Invariant: RecvWithFd owns every
 // descriptor the kernel installs: it returns at most one (CLOEXEC) to the
-// caller and closes all others before returning, on every path.
+// caller and hands all others to the caller's discard before returning, on
+// every path.
 #include "common/scm_rights.h"
 
 #include <sys/socket.h>
@@ -9,14 +10,6 @@
 #include <cstring>
 
 namespace opencode {
-namespace {
-
-// Room for two descriptors: one is the allowed case, a second one proves the
-// sender broke the rule; anything beyond that sets MSG_CTRUNC, which is also
-// an error (the kernel closes descriptors that did not fit).
-constexpr size_t kRecvFdSlots = 2;
-
-}  // namespace
 
 ssize_t SendWithFd(int sock, const void* data, size_t len, int fd) noexcept {
   if (len == 0) return -EINVAL;  // a descriptor must travel with at least one byte
@@ -40,70 +33,72 @@ ssize_t SendWithFd(int sock, const void* data, size_t len, int fd) noexcept {
   return n < 0 ? -errno : n;
 }
 
-RecvFdResult RecvWithFd(int sock, void* buf, size_t len, int flags) noexcept {
-  RecvFdResult r;
-  // Also room for one SCM_CREDENTIALS message, so that a foreign control
-  // message is reported as such rather than as truncation.
-  alignas(struct cmsghdr) char control[CMSG_SPACE(kRecvFdSlots * sizeof(int)) +
-                                       CMSG_SPACE(sizeof(struct ucred))];
+namespace {
+
+void Discard(UniqueFd fd, DiscardFd discard) noexcept {
+  if (discard != nullptr && fd) discard(std::move(fd));
+}
+
+ssize_t Recv(int sock, void* buf, size_t len, int flags, struct msghdr* msg, void* control) noexcept {
   struct iovec iov = {buf, len};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  *msg = {};
+  msg->msg_iov = &iov;
+  msg->msg_iovlen = 1;
+  msg->msg_control = control;
+  msg->msg_controllen = kRecvControlBytes;
   ssize_t n;
   do {
-    n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | flags);
+    n = recvmsg(sock, msg, MSG_CMSG_CLOEXEC | flags);
   } while (n < 0 && errno == EINTR);
-  if (n < 0) {
-    r.bytes = -errno;
-    return r;
-  }
+  msg->msg_iov = nullptr;  // `iov` dies here
+  msg->msg_iovlen = 0;
+  return n < 0 ? -errno : n;
+}
+
+}  // namespace
+
+RecvFdResult RecvWithFd(int sock, void* buf, size_t len, int flags, DiscardFd discard) noexcept {
+  RecvFdResult r;
+  alignas(struct cmsghdr) char control[kRecvControlBytes];
+  struct msghdr msg;
+  ssize_t n = Recv(sock, buf, len, flags, &msg, control);
   r.bytes = n;
+  if (n < 0) return r;
   // Take ownership of every descriptor first, so that no return path leaks one.
-  UniqueFd received[kRecvFdSlots];
+  UniqueFd first;
   size_t count = 0;
-  bool foreign = false;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      size_t nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < nfds; ++i) {
-        int fd;
-        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-        if (count < kRecvFdSlots) {
-          received[count].reset(fd);
-        } else {
-          UniqueFd extra(fd);  // cannot happen with our buffer size; close anyway
-        }
-        ++count;
-      }
+  bool foreign = ForEachReceivedFd(&msg, [&](UniqueFd fd, bool rights) {
+    if (rights && count++ == 0) {
+      first = std::move(fd);
     } else {
-      // SCM_CREDENTIALS etc. carry no descriptor; SCM_RIGHTS is the only type
-      // that installs them, so nothing to close here.
-      foreign = true;
+      Discard(std::move(fd), discard);
     }
-  }
+  });
   if (msg.msg_flags & MSG_CTRUNC) {
     r.error = ErrorCode::kTruncatedControl;
   } else if (foreign) {
     r.error = ErrorCode::kBadControl;
   } else if (count > 1) {
     r.error = ErrorCode::kExtraDescriptor;
-  } else if (count == 1) {
-    r.fd = std::move(received[0]);
+  } else {
+    r.fd = std::move(first);
   }
-  return r;  // `received` closes whatever was not handed out
+  Discard(std::move(first), discard);
+  return r;
 }
 
-ssize_t RecvPacket(int sock, void* buf, size_t len, int flags, bool* refused) noexcept {
-  struct iovec iov = {buf, len};
-  struct msghdr mh = {};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | flags);
-  if (n < 0) return -errno;
-  *refused = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
+ssize_t RecvPacket(int sock, void* buf, size_t len, int flags, bool* refused,
+                   DiscardFd discard) noexcept {
+  alignas(struct cmsghdr) char control[kRecvControlBytes];
+  struct msghdr msg;
+  ssize_t n = Recv(sock, buf, len, flags, &msg, control);
+  if (n < 0) return n;
+  bool any = false;
+  bool foreign = ForEachReceivedFd(&msg, [&](UniqueFd fd, bool) {
+    any = true;
+    Discard(std::move(fd), discard);
+  });
+  *refused = any || foreign || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
   return n;
 }
 

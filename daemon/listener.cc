@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 
@@ -17,6 +18,7 @@
 #include "common/errors.h"
 #include "common/frame.h"
 #include "common/limits.h"
+#include "daemon/async_close.h"
 #include "daemon/journal.h"
 #include "daemon/status_macros.h"
 
@@ -31,6 +33,8 @@ void Refuse(UniqueFd conn, ErrorCode code, std::string_view message) noexcept {
   // A fresh socket's send buffer always holds one small envelope; if not,
   // the peer loses the reason, never the refusal.
   (void)send(conn.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  // Unread: whatever the peer put in flight is purged by the final close.
+  AsyncClose(std::move(conn));
   // A same-UID connect loop reaches this line at will.
   static LogLimiter limiter;
   LogFields f;
@@ -45,6 +49,29 @@ pid_t PeerPid(int conn) noexcept {
   socklen_t len = sizeof(cred);
   if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred)) return 0;
   return cred.pid;
+}
+
+// A drop-in on the socket unit (PassCredentials=, PassPIDFD=, PassSecurity=)
+// would make the kernel attach control data to every message a peer sends,
+// SCM_PIDFD even a descriptor; accepted sockets inherit these flags from the
+// listener, so clearing them here clears them for every connection.
+absl::Status ClearPassOptions(int sock) {
+  constexpr int kSoPassPidfd = 76;  // Linux 6.5; the C library's headers may predate it
+  for (int option : {SO_PASSCRED, SO_PASSSEC, kSoPassPidfd}) {
+    int value = 0;
+    socklen_t len = sizeof value;
+    if (getsockopt(sock, SOL_SOCKET, option, &value, &len) < 0) {
+      if (errno == ENOPROTOOPT) continue;  // a kernel without it cannot set it either
+      return Errno(errno, absl::StrCat("getsockopt(listening socket, ", option, ")"));
+    }
+    if (value == 0) continue;
+    value = 0;
+    if (setsockopt(sock, SOL_SOCKET, option, &value, sizeof value) < 0)
+      return Errno(errno, absl::StrCat("clearing socket option ", option, " on the listening socket"));
+    Log(LOG_WARNING, absl::StrCat("the listening socket had socket option ", option,
+                                  " set (a drop-in on opencode-pty-supervisor.socket?); cleared"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -73,8 +100,16 @@ absl::Status Listener::Init() {
   int flags = fcntl(socket_.get(), F_GETFL);
   if (flags < 0 || fcntl(socket_.get(), F_SETFL, flags | O_NONBLOCK) < 0)
     return Errno(errno, "fcntl(listening socket, O_NONBLOCK)");
+  RETURN_IF_ERROR(ClearPassOptions(socket_.get()));
   sd_event_source* s = nullptr;
-  int r = sd_event_add_io(event_, &s, socket_.get(), EPOLLIN, &Listener::OnReadable, this);
+  int r;
+  if (int wake = AsyncCloseWakeFd(); wake >= 0) {
+    r = sd_event_add_io(event_, &s, wake, EPOLLIN, &Listener::OnCloserCaughtUp, this);
+    if (r < 0) return SdError(r, "sd_event_add_io(closer wake)");
+    closer_wake_.reset(s);
+    sd_event_source_set_priority(s, kDefaultPriority);
+  }
+  r = sd_event_add_io(event_, &s, socket_.get(), EPOLLIN, &Listener::OnReadable, this);
   if (r < 0) return SdError(r, "sd_event_add_io(listener)");
   source_.reset(s);
   sd_event_source_set_priority(s, kDefaultPriority);
@@ -103,7 +138,7 @@ void Listener::Enable(bool enabled) noexcept {
 
 void Listener::Apply() noexcept {
   if (!source_) return;
-  bool on = enabled_ && !paused_ && !yielding_;
+  bool on = enabled_ && !paused_ && !yielding_ && !closer_behind_;
   sd_event_source_set_enabled(source_.get(), on ? SD_EVENT_ON : SD_EVENT_OFF);
 }
 
@@ -117,6 +152,16 @@ void Listener::DescriptorsFreed() noexcept {
 int Listener::OnReadable(sd_event_source* /*s*/, int /*fd*/, uint32_t /*revents*/,
                          void* userdata) noexcept {
   static_cast<Listener*>(userdata)->AcceptSome();
+  return 0;
+}
+
+int Listener::OnCloserCaughtUp(sd_event_source* /*s*/, int fd, uint32_t /*revents*/,
+                               void* userdata) noexcept {
+  eventfd_t ignored;
+  (void)eventfd_read(fd, &ignored);
+  auto* self = static_cast<Listener*>(userdata);
+  self->closer_behind_ = AsyncCloseBacklog() >= limits::kCloseBacklogPause;
+  self->Apply();
   return 0;
 }
 
@@ -147,6 +192,17 @@ void Listener::Pause() noexcept {
 void Listener::AcceptSome() noexcept {
   // A bounded burst per wakeup keeps accepting fair to running sessions.
   for (size_t i = 0; i < limits::kAcceptBurst; ++i) {
+    if (AsyncCloseBacklog() >= limits::kCloseBacklogPause) {
+      // Each refusal hands the closer one more descriptor: while it is this
+      // far behind (a close that sleeps), peers wait in the backlog instead.
+      static LogLimiter limiter;
+      LogLimited(limiter, LOG_WARNING,
+                 absl::StrCat("not accepting: ", AsyncCloseBacklog(),
+                              " descriptors wait for the closer thread"));
+      closer_behind_ = true;
+      Apply();
+      return;
+    }
     UniqueFd conn(accept4(socket_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (conn) {
       backoff_usec_ = limits::kAcceptBackoffMinUsec;

@@ -6,7 +6,9 @@
 // is closed without a byte of it being read; nothing already accepted is
 // affected. The listener never spins: on EMFILE/ENFILE it pauses (timer with
 // bounded backoff, or until a session frees its descriptors), and after a
-// full burst it yields until idle-priority housekeeping has run.
+// full burst it yields until idle-priority housekeeping has run. Connections
+// it refuses are closed by the closer thread (async_close.h), and while that
+// thread is kCloseBacklogPause descriptors behind it accepts nothing.
 #pragma once
 
 #include <systemd/sd-event.h>
@@ -54,6 +56,7 @@ class Listener {
   static int OnReadable(sd_event_source* s, int fd, uint32_t revents, void* userdata) noexcept;
   static int OnBackoff(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
   static int OnYielded(sd_event_source* s, void* userdata) noexcept;
+  static int OnCloserCaughtUp(sd_event_source* s, int fd, uint32_t revents, void* userdata) noexcept;
   void AcceptSome() noexcept;
   void Admit(UniqueFd conn) noexcept;
   void Pause() noexcept;
@@ -63,10 +66,11 @@ class Listener {
   sd_event* event_;
   UniqueFd socket_;
   Delegate* delegate_;
-  EventSourcePtr source_, backoff_, yield_;
+  EventSourcePtr source_, backoff_, yield_, closer_wake_;
   bool enabled_ = false;
   bool paused_ = false;    // EMFILE/ENFILE: waiting for the timer or a freed descriptor
   bool yielding_ = false;  // a full burst: waiting for the idle-priority turn
+  bool closer_behind_ = false;  // the closer thread holds kCloseBacklogPause descriptors
   uint64_t backoff_usec_ = 0;
 };
 

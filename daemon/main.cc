@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/async_close.h"
 #include "daemon/caps.h"
 #include "daemon/journal.h"
 #include "daemon/listener.h"
@@ -25,6 +26,11 @@ int main() {
   sigaddset(&mask, SIGINT);
   if (sigprocmask(SIG_BLOCK, &mask, nullptr) < 0) return EXIT_FAILURE;
   signal(SIGPIPE, SIG_IGN);
+  // After the mask: the closer thread must never take SIGTERM/SIGINT.
+  if (absl::Status st = StartAsyncClose(); !st.ok()) {
+    Log(LOG_CRIT, absl::StrCat("Failed to start the closer thread: ", st.message()));
+    return EXIT_FAILURE;
+  }
 
   if (absl::Status st = DropAllCapabilities(); !st.ok()) {
     Log(LOG_CRIT, absl::StrCat("Failed to drop capabilities: ", st.message()));

@@ -18,6 +18,7 @@
 #include "common/frame.h"
 #include "common/scm_rights.h"
 #include "common/utf8.h"
+#include "daemon/async_close.h"
 #include "daemon/status_macros.h"
 
 namespace opencode::daemon {
@@ -75,9 +76,16 @@ size_t FirstFrameSize(const ByteQueue& q) noexcept {
 Pump::Pump(sd_event* event, UniqueFd conn, Delegate* delegate)
     : event_(event), conn_(std::move(conn)), delegate_(delegate) {}
 
-// Sources are members declared after the descriptors, so they are removed
-// from epoll before the descriptors close.
-Pump::~Pump() = default;
+// The sources leave epoll before their descriptors go to the closer; the
+// client connection and the PTY stream are both writable by unprivileged
+// processes, so neither is closed on the loop (async_close.h).
+Pump::~Pump() {
+  conn_source_.reset();
+  pty_source_.reset();
+  AsyncClose(std::move(conn_));
+  AsyncClose(std::move(pty_));
+  AsyncClose(std::move(start_fd_));
+}
 
 absl::Status Pump::Init() {
   sd_event_source* s = nullptr;
@@ -107,7 +115,7 @@ absl::Status Pump::AttachPty(UniqueFd stream) {
 
 void Pump::DetachPty() noexcept {
   pty_source_.reset();
-  pty_.reset();
+  AsyncClose(std::move(pty_));
   in_.clear();
   pty_detached_ = true;
   output_complete_sent_ = true;  // no EOF will be seen; nothing is "complete"
@@ -167,7 +175,7 @@ void Pump::QueueTerminal(std::string_view json) noexcept {
 
 void Pump::CloseConnection() noexcept {
   conn_source_.reset();
-  conn_.reset();
+  AsyncClose(std::move(conn_));
   rx_.clear();
   env_.clear();
   out_.clear();
@@ -258,7 +266,7 @@ void Pump::HandleConn(uint32_t revents) noexcept {
 void Pump::ReadStart() noexcept {
   std::span<uint8_t> w = rx_.writable(rx_.free());
   if (w.empty()) return ClientError(ErrorCode::kInternal);
-  RecvFdResult r = RecvWithFd(conn_.get(), w.data(), w.size());
+  RecvFdResult r = RecvWithFd(conn_.get(), w.data(), w.size(), 0, &AsyncCloseDiscard);
   if (r.bytes < 0) {
     if (r.bytes == -EAGAIN || r.bytes == -EINTR) return;
     return ClientGone();
@@ -274,6 +282,7 @@ void Pump::ReadStart() noexcept {
     if (!r.fd) return ClientError(ErrorCode::kNoDescriptor);
     start_fd_ = std::move(r.fd);
   } else if (r.fd) {
+    AsyncClose(std::move(r.fd));
     return ClientError(ErrorCode::kExtraDescriptor);
   }
   rx_.commit(static_cast<size_t>(r.bytes));
@@ -293,13 +302,16 @@ void Pump::ReadStart() noexcept {
 void Pump::ReadRunning() noexcept {
   std::span<uint8_t> w = rx_.writable(rx_.free());
   if (w.empty()) return Update();
-  RecvFdResult r = RecvWithFd(conn_.get(), w.data(), w.size());
+  RecvFdResult r = RecvWithFd(conn_.get(), w.data(), w.size(), 0, &AsyncCloseDiscard);
   if (r.bytes < 0) {
     if (r.bytes == -EAGAIN || r.bytes == -EINTR) return;
     return ClientGone();
   }
   if (r.error != ErrorCode::kOk) return ClientError(r.error);
-  if (r.fd) return ClientError(ErrorCode::kExtraDescriptor);  // closed by r's destructor
+  if (r.fd) {
+    AsyncClose(std::move(r.fd));
+    return ClientError(ErrorCode::kExtraDescriptor);
+  }
   if (r.bytes == 0) {
     client_eof_ = true;
     Update();
@@ -311,7 +323,8 @@ void Pump::ReadRunning() noexcept {
 
 void Pump::Discard() noexcept {
   uint8_t sink[4096];
-  RecvFdResult r = RecvWithFd(conn_.get(), sink, sizeof(sink));  // descriptors are closed
+  RecvFdResult r = RecvWithFd(conn_.get(), sink, sizeof(sink), 0, &AsyncCloseDiscard);
+  AsyncClose(std::move(r.fd));
   if (r.bytes < 0 && r.bytes != -EAGAIN && r.bytes != -EINTR) return ClientGone();
   if (r.bytes == 0) {
     client_eof_ = true;
@@ -469,9 +482,15 @@ void Pump::ReadPty() noexcept {
   if (!pty_ || pty_eof_ || out_.free() < kFullOutputFrame) return;
   std::span<uint8_t> w = out_.writable(kFullOutputFrame);
   if (w.size() < kFullOutputFrame) return;
-  ssize_t n = recv(pty_.get(), w.data() + kHeader, limits::kMaxOutputPayload, MSG_DONTWAIT);
+  // recvmsg with room for descriptors: a process in the unit that holds the
+  // stream's other end may send some; they are closed off the loop and the
+  // bytes they came with are output like any other.
+  RecvFdResult r = RecvWithFd(pty_.get(), w.data() + kHeader, limits::kMaxOutputPayload,
+                              MSG_DONTWAIT, &AsyncCloseDiscard);
+  AsyncClose(std::move(r.fd));
+  ssize_t n = r.bytes;
   if (n < 0) {
-    if (errno == EAGAIN || errno == EINTR) return;
+    if (n == -EAGAIN || n == -EINTR) return;
     n = 0;  // ECONNRESET and friends: the unit's side is gone, same as EOF
   }
   if (n == 0) {

@@ -48,18 +48,23 @@ inline void ArmTimerIfOff(sd_event_source* s, uint64_t delay_usec) noexcept {
   sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
 }
 
-// sd-event priorities: the PTY data path outranks the bus so output keeps
-// flowing while systemd is slow (as systemd's own ptyfwd does). sd-event
-// dispatches one source per iteration, the highest-priority pending one first,
-// so a bus message waits for an iteration in which no pump is pending: each
-// pump dispatch does bounded work (its queues are bounded, common/limits.h),
-// but a data path that is ready on every iteration delays the bus for as long
-// as it stays ready. The idle-priority housekeeping has the same rule, and the
-// listener yields to it after each burst (Listener).
-inline constexpr int64_t kPumpPriority = SD_EVENT_PRIORITY_IMPORTANT;
+// sd-event priorities: one for every source, so that the loop is fair by
+// construction. sd-event dispatches one source per iteration, the
+// highest-priority pending one first and, among equals, the one pending
+// longest; a source that runs again goes to the back. So a source that
+// becomes pending is dispatched after at most one dispatch of every other
+// source pending at that moment, however busy the data path is: a streaming
+// session cannot hold back another session's keystrokes, a deadline, the
+// MainPID's exit, SIGTERM, systemd's replies or the listener (each pump
+// dispatch does bounded work: its queues are bounded, common/limits.h).
+// A higher priority for the pump would let a session whose data is ready on
+// every iteration starve everything below it. The names say what each
+// source is; tests/loop_fairness_test.cc counts the bound.
+inline constexpr int64_t kPumpPriority = SD_EVENT_PRIORITY_NORMAL;
 inline constexpr int64_t kBusPriority = SD_EVENT_PRIORITY_NORMAL;
 inline constexpr int64_t kDefaultPriority = SD_EVENT_PRIORITY_NORMAL;
-// Deferred destruction of finished sessions runs after everything else.
-inline constexpr int64_t kReapPriority = SD_EVENT_PRIORITY_IDLE;
+// Deferred destruction of finished sessions: in turn like everything else
+// (a lower priority would wait for a moment in which nothing streams).
+inline constexpr int64_t kReapPriority = SD_EVENT_PRIORITY_NORMAL;
 
 }  // namespace opencode::daemon

@@ -20,6 +20,7 @@
 #include "common/launch.h"
 #include "common/limits.h"
 #include "daemon/absl_compat.h"
+#include "daemon/async_close.h"
 #include "daemon/identity.h"
 #include "daemon/journal.h"
 #include "daemon/status_macros.h"
@@ -90,7 +91,12 @@ absl::StatusOr<std::string> NewSessionId() {
 Session::Session(const SessionContext& ctx, SessionObserver* observer, UniqueFd conn)
     : ctx_(ctx), observer_(observer), initial_conn_(std::move(conn)) {}
 
-Session::~Session() = default;
+// The connection (before the pump takes it) and our end of the PTY stream are
+// writable by unprivileged processes: closed off the loop (async_close.h).
+Session::~Session() {
+  AsyncClose(std::move(initial_conn_));
+  AsyncClose(std::move(pty_stream_));
+}
 
 Session::HeapTrim::~HeapTrim() { malloc_trim(0); }
 
@@ -244,15 +250,24 @@ void Session::OnStartFrame(std::span<const uint8_t> payload, UniqueFd dir) noexc
   if (!peer_pidfd_ || !PidfdAlive(peer_pidfd_.get()))
     return Fail(ErrorCode::kUnauthenticated, "the authenticated peer exited before its START was read");
   StartRequest request;
-  if (ErrorCode c = ParseStartPayload(payload, &request); c != ErrorCode::kOk)
+  if (ErrorCode c = ParseStartPayload(payload, &request); c != ErrorCode::kOk) {
+    AsyncClose(std::move(dir));
     return Fail(c, "bad START payload");
-  struct stat st {};
-  if (fstat(dir.get(), &st) < 0 || !S_ISDIR(st.st_mode))
+  }
+  // The type from the inode the kernel already has (AT_STATX_DONT_SYNC): a
+  // FUSE file's server is not asked, so it cannot make this call wait. An
+  // inode's type never changes, so the cached answer is the true one.
+  struct statx stx {};
+  if (statx(dir.get(), "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &stx) < 0 ||
+      (stx.stx_mask & STATX_TYPE) == 0 || !S_ISDIR(stx.stx_mode)) {
+    AsyncClose(std::move(dir));
     return Fail(ErrorCode::kNotDirectory, "descriptor is not a directory");
+  }
   StartUnit(std::move(request), std::move(dir));
 }
 
-void Session::StartUnit(StartRequest request, UniqueFd dir) noexcept {
+void Session::StartUnit(StartRequest request, UniqueFd peer_dir) noexcept {
+  OffLoopFd dir{std::move(peer_dir)};  // the peer's directory, whatever path is taken
   // The PTY stream. Both ends close-on-exec at birth; only ours is
   // nonblocking (the unit's stdin/stdout stay ordinary blocking sockets).
   int sv[2];
@@ -292,14 +307,14 @@ void Session::StartUnit(StartRequest request, UniqueFd dir) noexcept {
 
   SetState(State::kStarting);
   Arm(Deadline::kUnitStart, limits::kUnitStartDeadlineUsec);
-  auto pending = ctx_.systemd->StartUnit(req, theirs.get(), dir.get(),
+  auto pending = ctx_.systemd->StartUnit(req, theirs.get(), dir.fd.get(),
                                          [this](absl::Status st) { OnStartReply(std::move(st)); });
   // The message carrying duplicates of `theirs` and `dir` is released as
   // soon as it is sent (at once, or when the bus call throttle lets it go);
   // closing ours here leaves systemd's copies the only ones, so EOF of the
   // stream means the unit's processes are done with it.
   theirs.reset();
-  dir.reset();
+  AsyncClose(std::move(dir.fd));
   if (!pending.ok()) return Fail(ErrorCode::kUnitStartFailed, SV(pending.status().message()));
   start_call_ = std::move(*pending);
   unit_requested_ = true;
@@ -606,7 +621,7 @@ void Session::Fail(ErrorCode code, std::string_view detail) noexcept {
   auth_.reset();
   control_call_.reset();
   request_.reset();
-  pty_stream_.reset();
+  AsyncClose(std::move(pty_stream_));
   channel_.reset();
   pump_->DetachPty();
   EnvelopeWriter w("error");
@@ -649,7 +664,7 @@ void Session::DropClient() noexcept {
   auth_.reset();
   control_call_.reset();
   request_.reset();
-  pty_stream_.reset();
+  AsyncClose(std::move(pty_stream_));
   channel_.reset();
   pump_->DetachPty();
   pump_->CloseConnection();

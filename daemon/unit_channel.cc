@@ -11,6 +11,7 @@
 
 #include "common/limits.h"
 #include "common/scm_rights.h"
+#include "daemon/async_close.h"
 #include "daemon/status_macros.h"
 
 namespace opencode::daemon {
@@ -35,7 +36,12 @@ absl::StatusOr<UniqueFd> CreateUnitChannel(int stream) {
 UnitChannel::UnitChannel(sd_event* event, UniqueFd fd, Delegate* delegate)
     : event_(event), fd_(std::move(fd)), delegate_(delegate) {}
 
-UnitChannel::~UnitChannel() = default;
+// The unit's end is held by a process of the session's user: the source
+// leaves epoll, then the descriptor goes to the closer (async_close.h).
+UnitChannel::~UnitChannel() {
+  source_.reset();
+  AsyncClose(std::move(fd_));
+}
 
 absl::Status UnitChannel::Init() {
   sd_event_source* s = nullptr;
@@ -99,10 +105,10 @@ void UnitChannel::Drain() noexcept {
 bool UnitChannel::ReadOne() noexcept {
   if (!reading_ || !fd_) return false;
   uint8_t b[kChannelMaxBytes + 1];
-  // A descriptor from inside the unit is discarded by the kernel and the
-  // packet refused; so is one longer than any packet.
+  // A descriptor from inside the unit goes to the closer and the packet is
+  // refused; so is one longer than any packet.
   bool refused = false;
-  ssize_t n = RecvPacket(fd_.get(), b, sizeof b, MSG_DONTWAIT, &refused);
+  ssize_t n = RecvPacket(fd_.get(), b, sizeof b, MSG_DONTWAIT, &refused, &AsyncCloseDiscard);
   if (n == -EAGAIN || n == -EINTR) return false;
   if (n <= 0) {
     reading_ = false;

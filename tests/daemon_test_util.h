@@ -4,7 +4,9 @@
 // supervisor's unit calls; systemd itself is exercised in vm-tests).
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
@@ -17,11 +19,14 @@
 #include <vector>
 
 #include "common/frame.h"
+#include "common/unique_fd.h"
 #include "daemon/bus_props.h"
 #include "daemon/sd_ptr.h"
 #include "daemon/systemd_api.h"
 
 namespace opencode::daemon::testing {
+
+using ::opencode::UniqueFd;
 
 inline uint64_t NowUsec(sd_event* e) {
   uint64_t now = 0;
@@ -316,5 +321,68 @@ struct ClientReader {
   std::vector<std::string> events, order;
   std::vector<size_t> output_at_event;
 };
+
+// A loopback TCP connection whose client end's final close() sleeps for
+// `linger_s` seconds: SO_LINGER {1, linger_s} and a send queue the peer never
+// reads. What an unprivileged peer can put in flight to the supervisor.
+// Handing it over: send `client` with SCM_RIGHTS, then Release() our copy, so
+// that the receiver's close is the last one. The destructor resets the peer
+// end, which ends any close still lingering (also at process exit).
+class LingeringSocket {
+ public:
+  explicit LingeringSocket(int linger_s = 30) {
+    UniqueFd l(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(l.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) < 0 || listen(l.get(), 1) < 0 ||
+        getsockname(l.get(), reinterpret_cast<sockaddr*>(&a), &len) < 0)
+      return;
+    client_ = UniqueFd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (connect(client_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) < 0) return;
+    server_ = UniqueFd(accept4(l.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    // Fill the send queue: the server end never reads.
+    fcntl(client_.get(), F_SETFL, fcntl(client_.get(), F_GETFL) | O_NONBLOCK);
+    std::string chunk(65536, 'x');
+    while (send(client_.get(), chunk.data(), chunk.size(), MSG_NOSIGNAL) > 0) {
+    }
+    struct linger lg = {1, linger_s};
+    setsockopt(client_.get(), SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    ok_ = server_.valid();
+  }
+  ~LingeringSocket() { ResetPeer(); }
+  // The peer end resets the connection: a close lingering on it ends now.
+  void ResetPeer() {
+    struct linger reset = {1, 0};
+    if (server_) setsockopt(server_.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    server_.reset();
+  }
+  bool ok() const { return ok_; }
+  int client() const { return client_.get(); }
+  void Release() { client_.reset(); }
+
+ private:
+  UniqueFd client_, server_;
+  bool ok_ = false;
+};
+
+// Whether the loop is free: a timer due in 50 ms fires before `bound_ms` of
+// wall time have passed, far from the 30 s a lingering close would take.
+inline bool LoopAnswers(sd_event* e, int bound_ms = 10000) {
+  bool fired = false;
+  sd_event_source* s = nullptr;
+  sd_event_add_time_relative(
+      e, &s, CLOCK_MONOTONIC, 50 * 1000, 0,
+      [](sd_event_source*, uint64_t, void* fired) -> int {
+        *static_cast<bool*>(fired) = true;
+        return 0;
+      },
+      &fired);
+  EventSourcePtr timer(s);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(bound_ms);
+  while (!fired && std::chrono::steady_clock::now() < deadline) sd_event_run(e, 10 * 1000);
+  return fired;
+}
 
 }  // namespace opencode::daemon::testing

@@ -17,6 +17,7 @@
 
 #include "common/envelope.h"
 #include "common/limits.h"
+#include "common/scm_rights.h"
 #include "daemon/listener.h"
 #include "tests/daemon_test_util.h"
 
@@ -271,6 +272,47 @@ TEST(MainPidCache, OnlyAnAnswerNamingAnotherProcessRejects) {
   EXPECT_FALSE(cache.NamesAnotherProcess(43));
   cache.Record(0);  // the unit is not running: nobody can be its MainPID
   EXPECT_TRUE(cache.NamesAnotherProcess(42));
+}
+
+TEST(ListenerOptions, ThePassOptionsOfTheListeningSocketAreCleared) {
+  // What a drop-in with PassCredentials=, PassSecurity= and PassPIDFD= makes
+  // systemd hand over.
+  char dir[32] = "/tmp/opencode-listen-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  snprintf(addr.sun_path, sizeof addr.sun_path, "%s/s", dir);
+  UniqueFd l(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_EQ(bind(l.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(l.get(), 8), 0);
+  constexpr int kSoPassPidfd = 76;
+  int on = 1;
+  ASSERT_EQ(setsockopt(l.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on), 0);
+  ASSERT_EQ(setsockopt(l.get(), SOL_SOCKET, kSoPassPidfd, &on, sizeof on), 0) << "Linux 6.5+";
+  UniqueFd watch(fcntl(l.get(), F_DUPFD_CLOEXEC, 0));
+  EventPtr event = testing::NewEvent();
+  Admission admission;
+  Listener listener(event.get(), std::move(l), &admission);
+  ASSERT_TRUE(listener.Init().ok());
+  listener.Enable(true);
+  for (int option : {SO_PASSCRED, SO_PASSSEC, kSoPassPidfd}) {
+    int value = -1;
+    socklen_t len = sizeof value;
+    ASSERT_EQ(getsockopt(watch.get(), SOL_SOCKET, option, &value, &len), 0);
+    EXPECT_EQ(value, 0) << "option " << option;
+  }
+  // A connection accepted from it inherits the cleared flags: a message sent
+  // on it carries no control data.
+  UniqueFd c(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_EQ(connect(c.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return !admission.accepted.empty(); }));
+  ASSERT_EQ(send(c.get(), "x", 1, 0), 1);
+  char b;
+  bool refused = true;
+  EXPECT_EQ(RecvPacket(admission.accepted[0].get(), &b, 1, 0, &refused), 1);
+  EXPECT_FALSE(refused) << "no SCM_CREDENTIALS or SCM_PIDFD came with the byte";
+  unlink(addr.sun_path);
+  rmdir(dir);
 }
 
 TEST_F(ListenerTest, DisabledListenerAcceptsNothing) {

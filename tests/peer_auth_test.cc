@@ -334,7 +334,7 @@ TEST(BusAuthenticator, WithoutSoPeerPidfdEveryConnectionIsKernelUnsupported) {
 
 // An accepted connection whose peer is a live child of a non-root uid (the
 // check refuses uid 0 before it asks systemd anything): as root the child
-// drops to nobody before it connects. It lives until the peer is destroyed.
+// drops to nobody before it connects. It lives until Release() or the end.
 struct NonRootPeer {
   TempListener listener;
   pid_t pid = -1;
@@ -361,9 +361,12 @@ struct NonRootPeer {
     release = UniqueFd(go[1]);
     if (pid > 0) conn = UniqueFd(accept4(listener.fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
   }
-  ~NonRootPeer() {
+  ~NonRootPeer() { Release(); }
+  // Lets the child exit and reaps it.
+  void Release() {
     release.reset();
     if (pid > 0) waitpid(pid, nullptr, 0);
+    pid = -1;
   }
 };
 
@@ -404,31 +407,13 @@ TEST(BusAuthenticator, IdentityCallsOnAConnectionThatIsNotOpenAreUnauthenticated
 
 TEST(PeerCredentials, ConnectedPeerOfAnotherProcess) {
   // A real accept(): the peer is a child process that connected.
-  TempListener listener;
-  ASSERT_TRUE(listener.fd.valid()) << strerror(errno);
-  sockaddr_un addr = listener.addr;
-  const UniqueFd& l = listener.fd;
-  int go[2];
-  ASSERT_EQ(pipe2(go, O_CLOEXEC), 0);
-  pid_t child = fork();
-  if (child == 0) {
-    close(go[1]);  // so that the parent's close is our EOF
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) _exit(1);
-    char c;
-    (void)read(go[0], &c, 1);
-    _exit(0);
-  }
-  close(go[0]);
-  UniqueFd conn(accept4(l.get(), nullptr, nullptr, SOCK_CLOEXEC));
-  ASSERT_TRUE(conn.valid());
-  auto creds = ReadPeerCredentials(conn.get());
+  NonRootPeer peer;
+  ASSERT_TRUE(peer.conn.valid()) << strerror(errno);
+  auto creds = ReadPeerCredentials(peer.conn.get());
   ASSERT_TRUE(creds.ok()) << creds.status();
-  EXPECT_EQ(creds->pid, child);
+  EXPECT_EQ(creds->pid, peer.pid);
   EXPECT_TRUE(PidfdAlive(creds->pidfd.get()));
-  close(go[1]);
-  int status = 0;
-  waitpid(child, &status, 0);
+  peer.Release();
   // The connecting process is gone and its pidfd says so: a process that
   // later gets the same pid is not this pidfd's process.
   EXPECT_FALSE(PidfdAlive(creds->pidfd.get()));

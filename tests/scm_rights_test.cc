@@ -1,6 +1,7 @@
 // SCM_RIGHTS helpers over real socketpairs: 0, 1, 2 and more descriptors,
 // truncated control data, foreign control messages. Every received descriptor
 // must be close-on-exec, and none may leak on an error path.
+#include "common/limits.h"
 #include "common/scm_rights.h"
 
 #include <dirent.h>
@@ -118,16 +119,57 @@ TEST(ScmRights, FiveDescriptorsAreRejectedAndAllClosed) {
   EXPECT_EQ(CountOpenFds(), before);
 }
 
-TEST(ScmRights, ManyDescriptorsTruncateAndAreClosed) {
+// Every descriptor the kernel attaches to one message (kMaxRightsPerMessage)
+// is received, so none is dropped by the kernel inside recvmsg (where its
+// last close would run in the receiving thread); all but none are handed to
+// the caller's discard, and closed.
+int discarded = 0;
+void CountAndClose(UniqueFd fd) noexcept {
+  if (fd) ++discarded;
+}
+
+TEST(ScmRights, ManyDescriptorsAreAllReceivedAndDiscarded) {
+  for (int n : {3, 32, int(limits::kMaxRightsPerMessage)}) {
+    Pair p;
+    int before = CountOpenFds();
+    SendRaw(p.a.get(), n);
+    char buf[4];
+    discarded = 0;
+    {
+      RecvFdResult r = RecvWithFd(p.b.get(), buf, sizeof buf, 0, &CountAndClose);
+      EXPECT_EQ(r.error, ErrorCode::kExtraDescriptor) << n;
+      EXPECT_FALSE(r.fd.valid());
+    }
+    EXPECT_EQ(discarded, n) << "every descriptor reached the discard";
+    EXPECT_EQ(CountOpenFds(), before);
+  }
+}
+
+TEST(ScmRights, WithoutADiscardExtraDescriptorsAreClosed) {
   Pair p;
   int before = CountOpenFds();
   SendRaw(p.a.get(), 32);
   char buf[4];
   {
     RecvFdResult r = RecvWithFd(p.b.get(), buf, sizeof buf);
-    EXPECT_EQ(r.error, ErrorCode::kTruncatedControl);
+    EXPECT_EQ(r.error, ErrorCode::kExtraDescriptor);
     EXPECT_FALSE(r.fd.valid());
   }
+  EXPECT_EQ(CountOpenFds(), before);
+}
+
+TEST(ScmRights, APacketWithDescriptorsIsRefusedAndTheyAreDiscarded) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd a(sv[0]), b(sv[1]);
+  int before = CountOpenFds();
+  SendRaw(a.get(), 5);
+  char buf[4];
+  bool refused = false;
+  discarded = 0;
+  EXPECT_EQ(RecvPacket(b.get(), buf, sizeof buf, 0, &refused, &CountAndClose), 1);
+  EXPECT_TRUE(refused);
+  EXPECT_EQ(discarded, 5);
   EXPECT_EQ(CountOpenFds(), before);
 }
 

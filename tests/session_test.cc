@@ -13,6 +13,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <sched.h>
+#include <thread>
+
 #include "common/base64url.h"
 #include "common/channel_message.h"
 
@@ -24,6 +28,7 @@
 #include "daemon/session.h"
 #include "daemon/unit_properties.h"
 #include "tests/daemon_test_util.h"
+#include "tests/streaming_load.h"
 
 namespace opencode::daemon {
 namespace {
@@ -997,6 +1002,90 @@ TEST_F(SessionTest, ARunningSessionEndsWhenTheAuthenticatedPeerExits) {
   }
   EXPECT_EQ(terminals, 1);
   ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
+}
+
+// ---- the loop stays fair while sessions stream (daemon/sd_ptr.h)
+
+// A thread that writes output into a session's PTY stream as fast as the
+// session reads it, until destroyed.
+struct StreamingUnit {
+  explicit StreamingUnit(int unit) : fd(unit) {
+    thread = std::thread([this] {
+      std::string chunk(65536, 'u');
+      while (!stop) {
+        if (send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+          if (errno != EAGAIN) return;
+          sched_yield();
+        }
+      }
+    });
+  }
+  ~StreamingUnit() {
+    stop = true;
+    thread.join();
+  }
+  int fd;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+};
+
+// Counted in loop iterations (one dispatch each), not timed: from the moment
+// the event is due to its effect at the client, every source of this loop
+// (two sessions' pumps, the session's timer, watch and channel, the
+// tracker's) may run a few times each, never an unbounded number of times.
+constexpr uint64_t kFairIterations = 64;
+
+uint64_t Iteration(sd_event* e) {
+  uint64_t i = 0;
+  sd_event_get_iteration(e, &i);
+  return i;
+}
+
+TEST_F(SessionTest, AStartDeadlineFiresWhileAnotherSessionStreams) {
+  testing::StreamingLoad load(event.get());
+  ASSERT_TRUE(load.ok());
+  reader.fd = client.get();
+  Begin();  // authenticated; its START never comes
+  ASSERT_EQ(session->state(), Session::State::kAwaitStart);
+  uint64_t due = testing::NowUsec(event.get()) + limits::kStartFrameDeadlineUsec;
+  ASSERT_TRUE(Wait([&] { return testing::NowUsec(event.get()) >= due; },
+                   static_cast<int>(limits::kStartFrameDeadlineUsec / 1000) + 60000));
+  uint64_t from = Iteration(event.get());
+  ASSERT_TRUE(Wait([&] { return !reader.Drain(); }, 60000));
+  uint64_t waited = Iteration(event.get()) - from;
+  std::printf("start_timeout reached the client %lu iterations after it was due\n",
+              static_cast<unsigned long>(waited));
+  EXPECT_LE(waited, kFairIterations);
+  EXPECT_EQ(Code(Terminal()), "start_timeout");
+  EXPECT_GT(load.bytes_read(), 0u);
+}
+
+TEST_F(SessionTest, APeerExitEndsTheAuthenticationWhileSessionsStream) {
+  PeerThatExits peer;
+  ASSERT_TRUE(peer.Make(&conn, &client));
+  reader.fd = client.get();
+  ToRunning();
+  testing::StreamingLoad load(event.get());
+  ASSERT_TRUE(load.ok());
+  {
+    StreamingUnit output(unit_fd);  // this session streams too
+    testing::RunFor(event.get(), 100);
+    peer.Exit();  // reaped: its pidfd is readable from here on
+    uint64_t from = Iteration(event.get());
+    // The pidfd watch runs although both data paths are always ready: the
+    // session stops its unit.
+    ASSERT_TRUE(Wait([&] {
+      reader.Drain();
+      return systemd.Pending_("StopUnit") != nullptr;
+    }, 60000));
+    uint64_t waited = Iteration(event.get()) - from;
+    std::printf("StopUnit was sent %lu iterations after the peer exited\n", static_cast<unsigned long>(waited));
+    EXPECT_LE(waited, kFairIterations);
+  }
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  EXPECT_EQ(Code(Terminal()), "unauthenticated");
+  EXPECT_GT(load.bytes_read(), 0u);
 }
 
 // ---- refusals before anything is read
