@@ -49,7 +49,8 @@ enum LaunchStatus : uint8_t {
   kLaunchHandoff = 123,         // the supervisor's handoff or go was missing or wrong
   // 124 was the resizer's malformed-packet status (retired, never reused).
   kLaunchMonitor = 125,         // --exec: the monitor could not start the command (pipe, fork,
-                                // pidfd_open, its process group or the terminal's foreground)
+                                // its process group or the terminal's foreground) or could not
+                                // watch it (pidfd_open: the command is killed and reaped first)
 };
 
 // The stable name of a launcher status ("" for a number that is not one).

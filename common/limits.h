@@ -184,6 +184,44 @@ inline constexpr size_t kAcceptBurst = 16;
 inline constexpr uint64_t kAcceptBackoffMinUsec = 10ULL * 1000;
 inline constexpr uint64_t kAcceptBackoffMaxUsec = 1ULL * 1000 * 1000;
 
+// ---- the supervisor's total memory (MemoryMax= of its unit) ----
+// What peers can make the supervisor hold, at kMaxSessions sessions (a pending
+// handshake is one of them, and its buffer is inside kSessionMemoryCap; a unit
+// on the retry list takes a slot and holds no buffer). Each term is an upper
+// bound argued from the code; docs/SECURITY.md "The supervisor's memory".
+// Session buffers: 1,024 x 413,780 B = 423,710,720 B (404.1 MiB).
+inline constexpr size_t kSessionBuffersBound = kMaxSessions * kSessionMemoryCap;
+// Sockets the supervisor writes on per session: the connection, the PTY
+// stream and the unit channel. What a client or a unit writes is charged to
+// the writer's socket (AF_UNIX counts queued data against the sender), so
+// only these three count here.
+inline constexpr size_t kSocketsWrittenPerSession = 3;
+// Their send buffer: net.core.wmem_default, the kernel's default (212,992 B);
+// the supervisor sets no SO_SNDBUF. The kernel checks the limit before each
+// skb and one skb carries at most half of it, so a socket holds less than
+// twice this (truesize). An operator who raises wmem_default raises the bound.
+inline constexpr size_t kSocketSendBufferBytes = 212992;
+// One StartTransientUnit message per session may wait for one of
+// kMaxBusCallsInFlight places: the encoded argv, D-Bus's length, NUL and
+// padding (at most 8 B) for each of its strings and the launcher's path, the
+// other properties (under 4 KiB), twice for sd-bus's growth of the body.
+inline constexpr size_t kStartMessageBytes = 2 * (kMaxEncodedArgvBytes + 8 * (kMaxArgs + 1) + 4 * 1024);
+// 423,710,720 + 1,308,622,848 (1,248 MiB of socket buffers) + 209,729,536
+// (200 MiB of start messages) = 1,942,063,104 B (1,852.1 MiB).
+inline constexpr size_t kSupervisorMemoryBound =
+    kSessionBuffersBound + kMaxSessions * kSocketsWrittenPerSession * 2 * kSocketSendBufferBytes +
+    kMaxSessions * kStartMessageBytes;
+// MemoryMax= of units/opencode-pty-supervisor.service (3G): the bound plus
+// more than half again for what has no constant (each session's objects and
+// sd-event sources, one read-back at a time, the connection to systemd, the
+// code and libraries, malloc's fragmentation). Reaching it is a bug: the
+// kernel kills the supervisor, systemd restarts it and its recovery stops
+// every PTY unit, instead of the host running out of memory.
+inline constexpr size_t kSupervisorMemoryMax = size_t{3} * 1024 * 1024 * 1024;
+static_assert(kSupervisorMemoryBound == 1942063104, "the number docs/SECURITY.md states");
+static_assert(kSupervisorMemoryMax >= kSupervisorMemoryBound + kSupervisorMemoryBound / 2,
+              "MemoryMax= keeps at least half the bound again as margin");
+
 // ---- handshake slots under a same-UID connect loop (issue #21 point 3) ----
 // From this many pending handshakes on, a connection whose SO_PEERCRED pid is
 // not the MainPID of systemd's latest identity answer is refused at accept

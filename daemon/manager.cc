@@ -122,10 +122,14 @@ absl::Status Manager::StartCommon() {
 }
 
 void Manager::Recover(std::vector<std::string> units) noexcept {
+  // A reaper that cannot start reports at once, from inside Reap(): with
+  // `recovering_` set, that report cannot declare readiness before the
+  // leftovers after it had their attempt.
   for (const std::string& unit : units) {
     Log(LOG_NOTICE, UnitFields(unit), "stopping leftover PTY unit of an earlier process");
     Reap(unit, /*retry=*/false);
   }
+  recovering_ = false;
   if (reapers_.empty()) BecomeReady();
 }
 
@@ -155,7 +159,7 @@ void Manager::OnReaped(const std::string& unit, bool retry, absl::Status status)
     KeepUnproven(name);
   }
   reapers_.erase(name);
-  if (reapers_.empty() && !ready_) BecomeReady();
+  if (reapers_.empty() && !recovering_) BecomeReady();
   ScheduleHousekeeping();
 }
 

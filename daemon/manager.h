@@ -1,8 +1,9 @@
 // The supervisor's owner of everything: the event loop's sources, the
 // connection to systemd, the listener, every session, start-up recovery, graceful shutdown and
-// sd_notify. Invariants: READY=1 is sent only after every leftover
-// opencode-pty-*.service of an earlier process was stopped and proven gone
-// (or its bound was hit and logged); sessions are destroyed only from a
+// sd_notify. Invariants: READY=1 is sent once, never from inside the
+// recovery loop, and only after every leftover opencode-pty-*.service of an
+// earlier process was stopped and proven gone (or its bound was hit, or its
+// reaper could not start, and it was logged and kept on the retry list); sessions are destroyed only from a
 // deferred source, never inside their own callbacks; at shutdown nothing new
 // is accepted and the process exits only when every session's unit is proven
 // gone or the shutdown bound passed. A unit that was not proven gone within
@@ -98,6 +99,9 @@ class Manager final : public Listener::Delegate, public SessionObserver {
   Pending list_call_;
 
   EventSourcePtr sigterm_, sigint_, defer_, shutdown_deadline_, retry_timer_;
+  // Until the recovery loop has started a reaper for every leftover: no
+  // reaper's end may declare readiness before then.
+  bool recovering_ = true;
   bool ready_ = false;
   bool shutting_down_ = false;
   std::string last_status_;

@@ -1,6 +1,7 @@
 // FUZZ_CHECK: one invariant of a fuzz target. A violation prints the condition
 // and aborts, which libFuzzer reports as a crash and saves the input as an
-// artifact (a regression test then replays it: tests/fuzz_regression_test.cc).
+// artifact; added to the target's seed corpus (fuzz/corpus/<target>), it is
+// replayed by every fuzz.<target> run.
 #pragma once
 
 #include <cstdio>

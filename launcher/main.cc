@@ -662,7 +662,17 @@ int RunExec() {
   // command's end (script's SIGKILL, 2 s after a stop, still can).
   for (int sig : {SIGINT, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGHUP, SIGTERM, SIGPIPE}) signal(sig, SIG_IGN);
   // pidfds are close-on-exec at birth; this one names an unreaped child.
+  // Without it the monitor could neither watch the command nor serve the
+  // channel: fail closed, before the supervisor hears of an exec, and leave
+  // no command behind (unreaped, pid and its group can name nothing else).
   UniqueFd pidfd(int(syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd.valid()) {
+    (void)kill(-pid, SIGKILL);
+    (void)kill(pid, SIGKILL);
+    siginfo_t si{};
+    while (waitid(P_PID, pid, &si, WEXITED) < 0 && errno == EINTR) {}
+    return Fail(kExitMonitor, "pidfd_open failed");
+  }
   uint8_t why = 0;
   ssize_t got = 0;
   while ((got = read(report_r.get(), &why, 1)) < 0 && errno == EINTR) {}

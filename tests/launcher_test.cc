@@ -8,15 +8,20 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -27,6 +32,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -83,7 +89,7 @@ struct Report {
 };
 
 // What precedes everything else on the PTY stream (the supervisor's resize
-// channel handoff, daemon/resize_channel.cc), and the broken variants.
+// channel handoff, daemon/unit_channel.cc), and the broken variants.
 enum class Handoff { kGood, kNone, kWrongByte, kNoFd, kTwoFds, kStreamSocket, kTwoBytes };
 
 // How to start the launcher; the defaults are what systemd does in a PTY unit.
@@ -105,7 +111,24 @@ struct LaunchOptions {
   // nothing before it), then whatever a test types.
   std::string input = std::string(1, opencode::kLaunchGoByte);
   bool close_input = false;            // then shut down our sending side (EOF)
+  // pidfd_open(2) fails with ENOMEM in the launcher and everything it runs
+  // (a seccomp filter set just before its exec): the monitor's failure path.
+  bool deny_pidfd_open = false;
 };
+
+// Makes pidfd_open(2) fail with ENOMEM from now on, in this process and every
+// process it execs. Async-signal-safe: it runs in a forked child.
+bool DenyPidfdOpen() {
+  struct sock_filter code[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_pidfd_open, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOMEM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {sizeof code / sizeof code[0], code};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0;
+}
 
 class LauncherTest : public ::testing::Test {
  protected:
@@ -190,6 +213,7 @@ class LauncherTest : public ::testing::Test {
       if (drop && (setgroups(0, nullptr) != 0 || setresgid(kNobody, kNobody, kNobody) != 0 ||
                    setresuid(kNobody, kNobody, kNobody) != 0))
         _exit(252);
+      if (opt.deny_pidfd_open && !DenyPidfdOpen()) _exit(249);
       execve(argv[0], argv.data(), envp.data());
       _exit(253);
     }
@@ -1229,6 +1253,23 @@ TEST_F(LauncherTest, ALauncherFailureIsReportedOnTheChannel) {
   EXPECT_EQ(ms[0].kind, opencode::ChannelKind::kLaunchFailed);
   EXPECT_EQ(ms[0].status, kBadAlphabet);
   EXPECT_EQ(opencode::LaunchFailureName(ms[0].status), "bad_alphabet");
+}
+
+// Without a pidfd of the command the monitor could neither serve the channel
+// nor watch the command: it fails closed with launch.h's status 125
+// (monitor) before the supervisor hears of an exec, and the command does not
+// outlive it.
+TEST_F(LauncherTest, AMonitorWithoutAPidfdFailsClosedWithItsStatus) {
+  LaunchOptions opt;
+  opt.deny_pidfd_open = true;
+  Outcome o = Run(Encode({"/bin/sh", "-c", "sleep 1; touch " + dir_ + "/marker"}), opt);
+  EXPECT_EQ(o.code(), int(opencode::kLaunchMonitor)) << o.output;
+  auto ms = FromUnit(o.channel.get());
+  ASSERT_EQ(ms.size(), 1u) << Describe(ms);
+  EXPECT_EQ(ms[0].kind, opencode::ChannelKind::kLaunchFailed) << Describe(ms);
+  EXPECT_EQ(opencode::LaunchFailureName(ms[0].status), "monitor") << Describe(ms);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  EXPECT_FALSE(Exists("marker")) << "the command outlived the monitor";
 }
 
 // A command that cannot be found is the command's exit (127, as a shell

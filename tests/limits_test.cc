@@ -1,17 +1,22 @@
 // Every bound in common/limits.h is hit by at least one test: this test reads
 // the header, lists each `inline constexpr` bound, and fails for any bound
 // that no test under tests/ names. It prints the table of which test files
-// cover which bound (the enumeration the style guide asks for).
+// cover which bound (the enumeration the style guide asks for). The
+// supervisor's memory bound is tied to MemoryMax= in its unit file.
 #include <dirent.h>
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+
+#include "common/limits.h"
 
 namespace {
 
@@ -30,6 +35,12 @@ const std::map<std::string, std::string> kDerived = {
     {"kMaxFramePayload", "equals kMaxStartPayload"},
     {"kDefaultCols", "a default, not a bound"},
     {"kDefaultRows", "a default, not a bound"},
+    {"kSessionBuffersBound", "kMaxSessions x kSessionMemoryCap; Limits.SupervisorMemoryMaxIsAboveTheBound"},
+    {"kSocketsWrittenPerSession", "part of kSupervisorMemoryBound"},
+    {"kSocketSendBufferBytes", "the kernel's default, part of kSupervisorMemoryBound"},
+    {"kStartMessageBytes", "derived from kMaxEncodedArgvBytes and kMaxArgs"},
+    {"kSupervisorMemoryBound", "Limits.SupervisorMemoryMaxIsAboveTheBound"},
+    {"kSupervisorMemoryMax", "Limits.SupervisorMemoryMaxIsAboveTheBound"},
 };
 
 TEST(Limits, EveryBoundIsNamedByATest) {
@@ -67,6 +78,33 @@ TEST(Limits, EveryBoundIsNamedByATest) {
     if (files.empty()) uncovered.push_back(b);
   }
   EXPECT_TRUE(uncovered.empty()) << "bounds no test names: " << ::testing::PrintToString(uncovered);
+}
+
+// MemoryMax= of the supervisor's unit, in bytes (systemd's suffixes are
+// powers of 1024); 0 when the line is missing or not a plain size.
+uint64_t UnitMemoryMax(const std::string& unit) {
+  std::smatch m;
+  const std::regex line(R"((?:^|\n)MemoryMax=([0-9]+)([KMGT]?)[ \t]*(?=\n|$))");
+  if (!std::regex_search(unit, m, line)) return 0;
+  const std::string suffixes = "KMGT";
+  size_t shift = m[2].length() == 0 ? 0 : 10 * (suffixes.find(m[2].str()) + 1);
+  return std::stoull(m[1]) << shift;
+}
+
+TEST(Limits, SupervisorMemoryMaxIsAboveTheBound) {
+  std::string unit = Read(std::string(OPENCODE_SOURCE_DIR) + "/units/opencode-pty-supervisor.service");
+  ASSERT_FALSE(unit.empty());
+  uint64_t max = UnitMemoryMax(unit);
+  std::printf("MemoryMax=%llu, bound %zu (sessions %zu, sockets %zu, start messages %zu)\n",
+              static_cast<unsigned long long>(max), opencode::limits::kSupervisorMemoryBound,
+              opencode::limits::kSessionBuffersBound,
+              opencode::limits::kMaxSessions * opencode::limits::kSocketsWrittenPerSession * 2 *
+                  opencode::limits::kSocketSendBufferBytes,
+              opencode::limits::kMaxSessions * opencode::limits::kStartMessageBytes);
+  EXPECT_EQ(max, opencode::limits::kSupervisorMemoryMax) << "the unit and limits.h say the same";
+  EXPECT_GE(max, opencode::limits::kSupervisorMemoryBound);
+  EXPECT_EQ(opencode::limits::kSessionBuffersBound,
+            opencode::limits::kMaxSessions * opencode::limits::kSessionMemoryCap);
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 // proven gone; a unit that cannot be proven gone ends the process after
 // kShutdownDeadlineUsec with a failure status; a unit not proven gone within
 // its bound stays on the retry list, holds a session slot and is proven gone
-// by a later attempt (the retry timer, or systemd reappearing on the bus).
+// by a later attempt (the retry timer, or systemd reappearing on the bus);
+// readiness is declared once, after every leftover had its attempt, even when
+// a leftover's reaper cannot start.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -14,7 +16,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "common/limits.h"
 #include "common/scm_rights.h"
@@ -181,6 +186,56 @@ TEST_F(ManagerTest, LeftoverNotProvenGoneIsRetriedWhenSystemdIsBackAndHoldsASlot
   ReapOne();
   EXPECT_TRUE(manager->unproven().empty());
   EXPECT_EQ(manager->SessionCount(), 1u) << "only the live connection";
+}
+
+// Every datagram sd_notify sent to `sock` so far, in order.
+std::vector<std::string> Notifications(int sock) {
+  std::vector<std::string> out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = recv(sock, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0) break;
+    out.emplace_back(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+// A leftover whose reaper cannot start goes on the retry list at once. The
+// loop has finished, so no reaper can add its cleanup deadline (the same
+// failure path as ENOMEM): the first leftover's failure must not declare the
+// supervisor ready while the recovery loop has not yet tried the second.
+TEST_F(ManagerTest, ReadinessWaitsForEveryLeftoverEvenWhenAReaperCannotStart) {
+  const std::string notify_path = std::string(dir) + "/notify";
+  UniqueFd notify(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_un na{};
+  na.sun_family = AF_UNIX;
+  strncpy(na.sun_path, notify_path.c_str(), sizeof(na.sun_path) - 1);
+  ASSERT_EQ(bind(notify.get(), reinterpret_cast<sockaddr*>(&na), sizeof(na)), 0);
+  ASSERT_EQ(setenv("NOTIFY_SOCKET", notify_path.c_str(), 1), 0);
+
+  auto list = systemd->Pending_("ListSessionUnits");
+  ASSERT_NE(list, nullptr);
+  ASSERT_EQ(sd_event_exit(event.get(), 0), 0);
+  ASSERT_GE(sd_event_loop(event.get()), 0);
+  ASSERT_EQ(sd_event_get_state(event.get()), SD_EVENT_FINISHED);
+  list->answered = true;
+  list->list(std::vector<std::string>{
+      "opencode-pty-0123456789abcdef0123456789abcdef.service",
+      "opencode-pty-fedcba9876543210fedcba9876543210.service"});
+
+  std::vector<std::string> sent = Notifications(notify.get());
+  unsetenv("NOTIFY_SOCKET");
+  unlink(notify_path.c_str());
+  EXPECT_EQ(manager->unproven().size(), 2u) << "both leftovers are kept on the retry list";
+  size_t ready = 0, at = sent.size();
+  for (size_t i = 0; i < sent.size(); ++i)
+    if (sent[i] == "READY=1") ++ready, at = i;
+  std::string all;
+  for (const std::string& m : sent) all += "[" + m + "] ";
+  ASSERT_EQ(ready, 1u) << all;
+  ASSERT_LT(at + 1, sent.size()) << all;
+  EXPECT_EQ(sent[at + 1], "STATUS=0 sessions, 0 handshakes, 2 units not proven gone (retrying)")
+      << "READY=1 came before every leftover had its attempt: " << all;
 }
 
 TEST_F(ManagerTest, SessionUnitNotProvenGoneIsRetriedByTheTimer) {

@@ -105,7 +105,7 @@ else
 fi
 
 prop() { systemctl show -p "$2" --value "$1"; }
-want_props="Slice=system.slice Type=notify NotifyAccess=main User=root CapabilityBoundingSet= AmbientCapabilities= NoNewPrivileges=yes RestrictAddressFamilies=AF_UNIX PrivateNetwork=yes ProtectSystem=strict ProtectProc=default"
+want_props="Slice=system.slice Type=notify NotifyAccess=main User=root CapabilityBoundingSet= AmbientCapabilities= NoNewPrivileges=yes RestrictAddressFamilies=AF_UNIX PrivateNetwork=yes ProtectSystem=strict ProtectProc=default MemoryMax=3221225472"
 bad=
 for kv in $want_props; do
   k=${kv%%=*} v=${kv#*=}
