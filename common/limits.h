@@ -129,6 +129,13 @@ inline constexpr size_t kPendingResizes = 1;
 // pending the client's frames wait in its own socket (input paused), so a
 // SIGNAL flood costs the supervisor O(1) and reaches the command in order.
 inline constexpr size_t kPendingSignals = 1;
+// A pending signal (a `K` packet, 2 bytes) that cannot be written to the
+// unit channel for this long is given up (notice signal_failed): the channel
+// is full because the monitor does not read it (the command stopped it with
+// SIGSTOP, or it is gone while another process holds its end). The client's
+// frames behind the signal, STOP and EOF among them, wait at most this long.
+// A monitor that runs reads a packet within microseconds; 2 s is far above.
+inline constexpr uint64_t kSignalWriteDeadlineUsec = 2ULL * 1000 * 1000;
 // Packets the supervisor reads from inside a unit: the command's exec, then
 // its exit or a launch failure. The unit is the session user's: anything more,
 // repeated or out of order stops the reading (docs/SECURITY.md "The unit channel").

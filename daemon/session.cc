@@ -423,11 +423,16 @@ void Session::SendSignal(uint8_t signo) noexcept {
   // time: frames wait in the socket meanwhile (kPendingSignals), so a client
   // cannot make the supervisor queue them.
   if (!channel_ || !channel_->RequestSignal(signo)) return Notice("signal_failed", SignalName(signo));
-  pump_->PauseInput(true);
+  HoldInput(kHoldSignal, true);
+}
+
+void Session::HoldInput(uint8_t reason, bool hold) noexcept {
+  input_holds_ = hold ? (input_holds_ | reason) : (input_holds_ & ~reason);
+  pump_->PauseInput(input_holds_ != 0);
 }
 
 void Session::OnSignalHandled(uint8_t signo, bool written) noexcept {
-  pump_->PauseInput(false);
+  HoldInput(kHoldSignal, false);
   if (state_ != State::kRunning || terminal_queued_) return;
   // Not written: the monitor is gone, so the command already ended.
   Notice(written ? "signal_sent" : "signal_failed", SignalName(signo));
@@ -446,11 +451,11 @@ void Session::RequestStop() noexcept {
   if (stop_requested_) return;
   stop_requested_ = true;
   if (monitor_) monitor_->SetPolling(true);
-  pump_->PauseInput(true);
+  HoldInput(kHoldStop, true);
   Arm(Deadline::kStop, limits::kStopRequestDeadlineUsec);
   auto pending = ctx_.systemd->StopUnit(unit_, [this](absl::Status st) {
     control_call_.reset();
-    pump_->PauseInput(false);
+    HoldInput(kHoldStop, false);
     // The client was promised an exit: tell it why there is none, and reap
     // (the reaper stops again and proves the unit gone).
     if (!st.ok()) return Fail(ErrorCode::kStopFailed, absl::StrCat("StopUnit failed: ", st.message()));
@@ -460,7 +465,7 @@ void Session::RequestStop() noexcept {
     // Not even sent (systemd's connection is closing: a daemon-reexec). The
     // same promise as a failed StopUnit: after `stopping`, stop_failed, and
     // the reaper still stops the unit and proves it gone.
-    pump_->PauseInput(false);
+    HoldInput(kHoldStop, false);
     return Fail(ErrorCode::kStopFailed, absl::StrCat("StopUnit not sent: ", pending.status().message()));
   }
   control_call_ = std::move(*pending);

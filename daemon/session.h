@@ -106,6 +106,7 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   void OnStarting(const UnitSnapshot& snapshot) noexcept;
   void OnRunningSnapshot(const UnitSnapshot& snapshot) noexcept;
   void SendSignal(uint8_t signo) noexcept;
+  void HoldInput(uint8_t reason, bool hold) noexcept;
   void RequestStop() noexcept;
   void BeginReap() noexcept;
   void OnReaped(absl::Status status) noexcept;
@@ -136,6 +137,12 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   UniqueFd initial_conn_;
   std::unique_ptr<Pump> pump_;
   State state_ = State::kAuthenticating;
+  // Why the client's frames are not decoded: a signal waits to be written
+  // (one at a time), a StopUnit is in flight. Each owner lifts only its own
+  // bit, so one's end never resumes input while the other still holds it.
+  static constexpr uint8_t kHoldSignal = 1;
+  static constexpr uint8_t kHoldStop = 2;
+  uint8_t input_holds_ = 0;
 
   std::string id_;
   std::string unit_;

@@ -39,6 +39,7 @@ UnitChannel::UnitChannel(sd_event* event, UniqueFd fd, Delegate* delegate)
 // The unit's end is held by a process of the session's user: the source
 // leaves epoll, then the descriptor goes to the closer (async_close.h).
 UnitChannel::~UnitChannel() {
+  signal_deadline_.reset();
   source_.reset();
   AsyncClose(std::move(fd_));
 }
@@ -51,6 +52,11 @@ absl::Status UnitChannel::Init() {
   // Same priority as the pump: sizes and signals are part of the terminal's
   // data path.
   sd_event_source_set_priority(s, kPumpPriority);
+  r = sd_event_add_time_relative(event_, &s, CLOCK_MONOTONIC, limits::kSignalWriteDeadlineUsec, 0,
+                                 &UnitChannel::OnSignalDeadline, this);
+  if (r < 0) return SdError(r, "sd_event_add_time(signal deadline)");
+  signal_deadline_.reset(s);
+  sd_event_source_set_enabled(s, SD_EVENT_OFF);
   return absl::OkStatus();
 }
 
@@ -78,8 +84,25 @@ bool UnitChannel::RequestSignal(uint8_t signo) noexcept {
   if (signal_pending_ || !writable_) return false;
   signo_ = signo;
   signal_pending_ = true;
+  if (signal_deadline_) {
+    sd_event_source_set_time_relative(signal_deadline_.get(), limits::kSignalWriteDeadlineUsec);
+    sd_event_source_set_enabled(signal_deadline_.get(), SD_EVENT_ONESHOT);
+  }
   UpdateEvents();
   return true;
+}
+
+int UnitChannel::OnSignalDeadline(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {
+  auto* self = static_cast<UnitChannel*>(userdata);
+  if (self->signal_pending_) self->SignalDone(false);
+  self->UpdateEvents();
+  return 0;
+}
+
+void UnitChannel::SignalDone(bool written) noexcept {
+  signal_pending_ = false;
+  if (signal_deadline_) sd_event_source_set_enabled(signal_deadline_.get(), SD_EVENT_OFF);
+  delegate_->OnSignalHandled(signo_, written);
 }
 
 int UnitChannel::OnIo(sd_event_source* /*s*/, int /*fd*/, uint32_t revents, void* userdata) noexcept {
@@ -151,10 +174,7 @@ bool UnitChannel::ReadOne() noexcept {
 void UnitChannel::StopWriting() noexcept {
   writable_ = false;
   size_pending_ = false;
-  if (signal_pending_) {
-    signal_pending_ = false;
-    delegate_->OnSignalHandled(signo_, false);
-  }
+  if (signal_pending_) SignalDone(false);
 }
 
 void UnitChannel::Flush() noexcept {
@@ -165,8 +185,7 @@ void UnitChannel::Flush() noexcept {
     ssize_t n = send(fd_.get(), m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;  // stay armed for EPOLLOUT
     if (n != ssize_t(sizeof m)) return StopWriting();  // EPIPE: the monitor is gone
-    signal_pending_ = false;
-    delegate_->OnSignalHandled(signo_, true);
+    SignalDone(true);
   }
   if (size_pending_) {
     uint8_t m[kChannelSizeBytes];

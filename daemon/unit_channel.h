@@ -52,8 +52,9 @@ class UnitChannel {
    public:
     // The command's execve succeeded; `pid` is its pid (the unit's word).
     virtual void OnCommandExecuted(pid_t pid) noexcept = 0;
-    // The pending signal was written to the channel (true) or cannot be (the
-    // monitor is gone: the command already ended).
+    // The pending signal was written to the channel (true) or cannot be: the
+    // monitor is gone (the command already ended), or the channel stayed full
+    // for kSignalWriteDeadlineUsec (the monitor does not read).
     virtual void OnSignalHandled(uint8_t signo, bool written) noexcept = 0;
 
    protected:
@@ -91,6 +92,8 @@ class UnitChannel {
 
  private:
   static int OnIo(sd_event_source* s, int fd, uint32_t revents, void* userdata) noexcept;
+  static int OnSignalDeadline(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
+  void SignalDone(bool written) noexcept;
   void Flush() noexcept;
   // One packet; false when there is nothing (more) to read.
   bool ReadOne() noexcept;
@@ -101,6 +104,7 @@ class UnitChannel {
   UniqueFd fd_;
   Delegate* delegate_;
   EventSourcePtr source_;  // declared after fd_: removed from epoll first
+  EventSourcePtr signal_deadline_;  // armed while a signal is pending
   bool writable_ = true;
   bool reading_ = true;
   bool size_pending_ = false;

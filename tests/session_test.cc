@@ -7,6 +7,7 @@
 // StartTransientUnit is in flight.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1002,6 +1003,49 @@ TEST_F(SessionTest, ARunningSessionEndsWhenTheAuthenticatedPeerExits) {
   }
   EXPECT_EQ(terminals, 1);
   ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
+}
+
+// A signal that cannot be written (the monitor does not read its channel,
+// whose buffer the client filled with sizes) is given up after
+// kSignalWriteDeadlineUsec: the frames behind it, STOP here, get through.
+TEST_F(SessionTest, AStopGetsThroughBehindASignalThatCannotBeWritten) {
+  reader.fd = client.get();
+  ToRunning();
+  // The test is the monitor and reads nothing: sizes fill the channel.
+  size_t queued = 0;
+  for (int i = 0; i < 20000; ++i) {
+    SendResize(10 + i % 500, 10 + (i / 500) % 500);
+    sd_event_run(event.get(), 0);
+    sd_event_run(event.get(), 0);
+    int now = 0;
+    ASSERT_EQ(ioctl(resize_peer.get(), FIONREAD, &now), 0);
+    if (i > 0 && i % 1000 == 0) {
+      if (size_t(now) == queued) break;  // nothing more fits
+      queued = size_t(now);
+    }
+    reader.Drain();
+  }
+  ASSERT_GT(queued, 0u);
+  SendSignalFrame(SIGINT);
+  SendStop();
+  ASSERT_TRUE(Wait([&] {
+    reader.Drain();
+    return systemd.Pending_("StopUnit") != nullptr;
+  }, static_cast<int>(limits::kSignalWriteDeadlineUsec / 1000) + 30000))
+      << "STOP stayed behind the unwritable signal";
+  std::vector<std::string> codes;
+  ASSERT_TRUE(Wait([&] {
+    reader.Drain();
+    codes.clear();
+    for (const std::string& raw : reader.events) {
+      Envelope e;
+      if (ParseEnvelope(raw, &e) == ErrorCode::kOk && e.type == "notice") codes.push_back(Code(e));
+    }
+    return !codes.empty() && codes.back() == "stopping";
+  }));
+  ASSERT_GE(codes.size(), 2u);
+  EXPECT_EQ(codes[codes.size() - 2], "signal_failed");
+  EXPECT_EQ(codes.back(), "stopping");
 }
 
 // ---- the loop stays fair while sessions stream (daemon/sd_ptr.h)
