@@ -607,6 +607,11 @@ void Session::OnReaped(absl::Status status) noexcept {
     Log(LOG_INFO, Fields(), "PTY unit proven gone");
   else
     LogLimited(unproven_limiter, LOG_ERR, Fields(), absl::StrCat("PTY unit not proven gone: ", status.message()));
+  // The exit's promise is "after the unit was proven gone": when the reaper
+  // gave up, the client is told so before the exit (the unit stays on the
+  // retry list, docs/SECURITY.md).
+  if (!status.ok() && state_ == State::kRunning && !terminal_queued_ && pump_ && pump_->connected())
+    Notice("unit_not_proven_gone");
   MaybeSendExit();
   MaybeFinish();
 }

@@ -1005,6 +1005,30 @@ TEST_F(SessionTest, ARunningSessionEndsWhenTheAuthenticatedPeerExits) {
   ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
 }
 
+// The exit is promised after the unit was proven gone; when the reaper gives
+// up at kCleanupDeadlineUsec, the notice unit_not_proven_gone comes first.
+TEST_F(SessionTest, AnExitAfterAReaperThatGaveUpIsPrecededByItsNotice) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  close(unit);
+  for (auto& c : systemd.calls()) c->stream_fd = -1;
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
+  ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), 1, 0, "success")));
+  // systemd says the unit is still there, every time, until the reaper's
+  // cleanup deadline.
+  ASSERT_TRUE(Wait([&] {
+    if (systemd.Pending_("StopUnit")) systemd.Answer("StopUnit", absl::OkStatus());
+    if (systemd.Pending_("QueryGone")) systemd.AnswerGone(false);
+    return !reader.Drain();
+  }, static_cast<int>(limits::kCleanupDeadlineUsec / 1000) + 30000));
+  ASSERT_GE(reader.events.size(), 2u);
+  Envelope before;
+  ASSERT_EQ(ParseEnvelope(reader.events[reader.events.size() - 2], &before), ErrorCode::kOk);
+  EXPECT_EQ(before.type, "notice");
+  EXPECT_EQ(Code(before), "unit_not_proven_gone");
+  EXPECT_EQ(Terminal().type, "exit");
+}
+
 // A signal that cannot be written (the monitor does not read its channel,
 // whose buffer the client filled with sizes) is given up after
 // kSignalWriteDeadlineUsec: the frames behind it, STOP here, get through.
