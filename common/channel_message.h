@@ -30,6 +30,8 @@ enum class ChannelKind : uint8_t {
   kExecuted = 'E',
   kExited = 'X',
   kLaunchFailed = 'F',
+  // The monitor's answer to a 'K': its kill() of the command succeeded.
+  kSignalDelivered = 'D',
 };
 
 // How the command ended, as its parent's waitid() saw it.
@@ -44,6 +46,7 @@ inline constexpr size_t kChannelSignalBytes = 2;
 inline constexpr size_t kChannelExecutedBytes = 5;
 inline constexpr size_t kChannelExitedBytes = 3;
 inline constexpr size_t kChannelFailedBytes = 2;
+inline constexpr size_t kChannelDeliveredBytes = 2;
 // The longest packet of either direction: receivers read into one byte more,
 // so a longer packet shows as too large instead of being cut silently.
 inline constexpr size_t kChannelMaxBytes = 5;
@@ -84,6 +87,10 @@ inline void EncodeLaunchFailed(uint8_t status, uint8_t out[kChannelFailedBytes])
   out[0] = uint8_t(ChannelKind::kLaunchFailed);
   out[1] = status;
 }
+inline void EncodeSignalDelivered(uint8_t signo, uint8_t out[kChannelDeliveredBytes]) noexcept {
+  out[0] = uint8_t(ChannelKind::kSignalDelivered);
+  out[1] = signo;
+}
 
 namespace channel_internal {
 inline ErrorCode Length(size_t n, size_t want) noexcept {
@@ -119,7 +126,8 @@ inline ErrorCode ParseToUnit(const uint8_t* p, size_t n, ChannelMessage* m) noex
 }
 
 // What the supervisor accepts from inside the unit: 'E' with a pid > 1 that
-// fits pid_t, 'X' with a known `how` and a value in range, 'F' with a status.
+// fits pid_t, 'X' with a known `how` and a value in range, 'F' with a status,
+// 'D' with a signal of the allowlist.
 inline ErrorCode ParseFromUnit(const uint8_t* p, size_t n, ChannelMessage* m) noexcept {
   if (n == 0) return ErrorCode::kFrameTooSmall;
   ErrorCode e = ErrorCode::kOk;
@@ -153,6 +161,12 @@ inline ErrorCode ParseFromUnit(const uint8_t* p, size_t n, ChannelMessage* m) no
       if ((e = channel_internal::Length(n, kChannelFailedBytes)) != ErrorCode::kOk) return e;
       m->kind = ChannelKind::kLaunchFailed;
       m->status = p[1];
+      return ErrorCode::kOk;
+    case ChannelKind::kSignalDelivered:
+      if ((e = channel_internal::Length(n, kChannelDeliveredBytes)) != ErrorCode::kOk) return e;
+      if (SignalName(p[1]).empty()) return ErrorCode::kBadSignal;
+      m->kind = ChannelKind::kSignalDelivered;
+      m->signo = p[1];
       return ErrorCode::kOk;
     default:
       return ErrorCode::kUnknownType;

@@ -434,8 +434,15 @@ void Session::HoldInput(uint8_t reason, bool hold) noexcept {
 void Session::OnSignalHandled(uint8_t signo, bool written) noexcept {
   HoldInput(kHoldSignal, false);
   if (state_ != State::kRunning || terminal_queued_) return;
-  // Not written: the monitor is gone, so the command already ended.
-  Notice(written ? "signal_sent" : "signal_failed", SignalName(signo));
+  // Written is not yet sent: signal_sent waits for the monitor's answer.
+  // Not written: the monitor is gone (the command already ended) or does
+  // not read its channel.
+  if (!written) Notice("signal_failed", SignalName(signo));
+}
+
+void Session::OnSignalDelivered(uint8_t signo) noexcept {
+  if (state_ != State::kRunning || terminal_queued_) return;
+  Notice("signal_sent", SignalName(signo));
 }
 
 void Session::OnCommandExecuted(pid_t pid) noexcept {

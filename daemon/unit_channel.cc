@@ -120,7 +120,8 @@ int UnitChannel::OnIo(sd_event_source* /*s*/, int /*fd*/, uint32_t revents, void
 }
 
 void UnitChannel::Drain() noexcept {
-  for (size_t i = 0; i <= limits::kUnitReports && ReadOne(); ++i) {
+  // Every report and every answer still owed, and one more to see the end.
+  for (size_t i = 0, n = limits::kUnitReports + unanswered_signals_; i <= n && ReadOne(); ++i) {
   }
   UpdateEvents();
 }
@@ -138,14 +139,16 @@ bool UnitChannel::ReadOne() noexcept {
     return false;
   }
   ChannelMessage m;
-  bool ok = !refused &&
-            ParseFromUnit(b, size_t(n), &m) == ErrorCode::kOk && reports_ < limits::kUnitReports;
-  // Each kind once, in order: an exec report only before the end.
+  bool ok = !refused && ParseFromUnit(b, size_t(n), &m) == ErrorCode::kOk;
+  // Each report kind once, in order: an exec report only before the end;
+  // an answer only to a signal written and not yet answered.
   if (ok) {
+    bool report_room = reports_ < limits::kUnitReports;
     switch (m.kind) {
-      case ChannelKind::kExecuted: ok = !executed_ && !exit_ && !failure_; break;
-      case ChannelKind::kExited: ok = !exit_ && !failure_; break;
-      case ChannelKind::kLaunchFailed: ok = !executed_ && !exit_ && !failure_; break;
+      case ChannelKind::kExecuted: ok = report_room && !executed_ && !exit_ && !failure_; break;
+      case ChannelKind::kExited: ok = report_room && !exit_ && !failure_; break;
+      case ChannelKind::kLaunchFailed: ok = report_room && !executed_ && !exit_ && !failure_; break;
+      case ChannelKind::kSignalDelivered: ok = unanswered_signals_ > 0 && !exit_ && !failure_; break;
       default: ok = false; break;
     }
   }
@@ -153,6 +156,11 @@ bool UnitChannel::ReadOne() noexcept {
     ++refused_;
     reading_ = false;
     return false;
+  }
+  if (m.kind == ChannelKind::kSignalDelivered) {
+    --unanswered_signals_;
+    delegate_->OnSignalDelivered(m.signo);
+    return true;
   }
   ++reports_;
   switch (m.kind) {
@@ -185,6 +193,7 @@ void UnitChannel::Flush() noexcept {
     ssize_t n = send(fd_.get(), m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;  // stay armed for EPOLLOUT
     if (n != ssize_t(sizeof m)) return StopWriting();  // EPIPE: the monitor is gone
+    ++unanswered_signals_;
     SignalDone(true);
   }
   if (size_pending_) {

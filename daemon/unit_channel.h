@@ -54,8 +54,12 @@ class UnitChannel {
     virtual void OnCommandExecuted(pid_t pid) noexcept = 0;
     // The pending signal was written to the channel (true) or cannot be: the
     // monitor is gone (the command already ended), or the channel stayed full
-    // for kSignalWriteDeadlineUsec (the monitor does not read).
+    // for kSignalWriteDeadlineUsec (the monitor does not read). Written is
+    // not delivered: only OnSignalDelivered says the monitor's kill() ran.
     virtual void OnSignalHandled(uint8_t signo, bool written) noexcept = 0;
+    // The monitor answered a written signal: its kill() of the command
+    // succeeded.
+    virtual void OnSignalDelivered(uint8_t signo) noexcept = 0;
 
    protected:
     ~Delegate() = default;
@@ -114,6 +118,9 @@ class UnitChannel {
   uint8_t signo_ = 0;
   size_t sizes_written_ = 0;
   size_t reports_ = 0;
+  // Signals written and not yet answered: an answer ('D') is believed only
+  // for one of these, so the unit cannot send more answers than signals.
+  size_t unanswered_signals_ = 0;
   size_t refused_ = 0;
   std::optional<pid_t> executed_;
   std::optional<CommandExit> exit_;

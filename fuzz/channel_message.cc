@@ -4,7 +4,7 @@
 // session user's side). Input: the packet.
 // Invariants, checked against an independent model: a packet parses only with
 // its kind's exact length and every field in range (sizes 1..1000, a signal
-// of the allowlist, a pid 2..2^30-1, a known `how` with its range); a parsed
+// of the allowlist in 'K' and 'D', a pid 2..2^30-1, a known `how` with its range); a parsed
 // packet re-encodes to the same bytes; never a read past `size`.
 #include <cstdint>
 #include <cstring>
@@ -48,6 +48,11 @@ bool ModelFromUnit(const std::vector<uint8_t>& p) {
       return false;
     case 'F':
       return p.size() == 2;
+    case 'D':
+      if (p.size() != 2) return false;
+      for (unsigned s : {1u, 2u, 3u, 9u, 10u, 12u, 15u, 18u, 19u, 20u, 28u})
+        if (p[1] == s) return true;
+      return false;
     default:
       return false;
   }
@@ -86,6 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         n = kChannelExitedBytes;
         break;
       case ChannelKind::kLaunchFailed: EncodeLaunchFailed(u.status, again); n = kChannelFailedBytes; break;
+      case ChannelKind::kSignalDelivered: EncodeSignalDelivered(u.signo, again); n = kChannelDeliveredBytes; break;
       default: FUZZ_CHECK(false);
     }
     FUZZ_CHECK(n == size && memcmp(again, packet.data(), n) == 0);

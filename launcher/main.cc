@@ -589,8 +589,14 @@ void Tell(const uint8_t* m, size_t n) { (void)!send(kChannelFd, m, n, MSG_NOSIGN
       struct winsize ws = {m.rows, m.cols, 0, 0};
       (void)ioctl(STDIN_FILENO, TIOCSWINSZ, &ws);  // fails only once the terminal is gone
     } else {
-      // Unreaped, the child's pid cannot name another process.
-      (void)kill(pid, m.signo);
+      // Unreaped, the child's pid cannot name another process. The answer
+      // is what makes the supervisor say signal_sent: a 'K' it could write
+      // proves nothing once this monitor is gone (script still holds fd 4).
+      if (kill(pid, m.signo) == 0) {
+        uint8_t d[opencode::kChannelDeliveredBytes];
+        opencode::EncodeSignalDelivered(m.signo, d);
+        Tell(d, sizeof d);
+      }
     }
   }
   ReapAndExit(pid, true);

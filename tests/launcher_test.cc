@@ -1110,6 +1110,7 @@ std::string Describe(const std::vector<opencode::ChannelMessage>& ms) {
     if (m.kind == opencode::ChannelKind::kExited)
       s += "(" + std::string(1, char(m.how)) + " " + std::to_string(m.how == opencode::ExitHow::kExited ? m.status : m.signo) + ")";
     if (m.kind == opencode::ChannelKind::kLaunchFailed) s += "(" + std::to_string(m.status) + ")";
+    if (m.kind == opencode::ChannelKind::kSignalDelivered) s += "(" + std::to_string(m.signo) + ")";
     s += " ";
   }
   return s;
@@ -1173,10 +1174,15 @@ TEST_F(LauncherTest, ASignalFromTheChannelReachesTheCommandOnly) {
                   {.on_output = on});
   EXPECT_EQ(step, 2) << o.output;
   EXPECT_EQ(o.output.find("Session terminated"), std::string::npos) << o.output;
+  // E, the monitor's answer to each K (its kill() ran), then X.
   auto ms = FromUnit(o.channel.get());
-  ASSERT_EQ(ms.size(), 2u) << Describe(ms);
-  EXPECT_EQ(ms[1].how, opencode::ExitHow::kKilled) << Describe(ms);
-  EXPECT_EQ(ms[1].signo, SIGTERM) << Describe(ms);
+  ASSERT_EQ(ms.size(), 4u) << Describe(ms);
+  EXPECT_EQ(ms[1].kind, opencode::ChannelKind::kSignalDelivered) << Describe(ms);
+  EXPECT_EQ(ms[1].signo, SIGUSR1) << Describe(ms);
+  EXPECT_EQ(ms[2].kind, opencode::ChannelKind::kSignalDelivered) << Describe(ms);
+  EXPECT_EQ(ms[2].signo, SIGTERM) << Describe(ms);
+  EXPECT_EQ(ms[3].how, opencode::ExitHow::kKilled) << Describe(ms);
+  EXPECT_EQ(ms[3].signo, SIGTERM) << Describe(ms);
 }
 
 // An interactive shell ignores SIGINT, as under node-pty: the session goes on
@@ -1197,9 +1203,10 @@ TEST_F(LauncherTest, SigintToAnInteractiveShellDoesNotEndTheSession) {
   EXPECT_EQ(o.code(), 4) << o.output;
   EXPECT_NE(o.output.find("alive"), std::string::npos) << o.output;
   auto ms = FromUnit(o.channel.get());
-  ASSERT_EQ(ms.size(), 2u) << Describe(ms);
-  EXPECT_EQ(ms[1].how, opencode::ExitHow::kExited);
-  EXPECT_EQ(ms[1].status, 4);
+  ASSERT_EQ(ms.size(), 3u) << Describe(ms);
+  EXPECT_EQ(ms[1].kind, opencode::ChannelKind::kSignalDelivered) << Describe(ms);
+  EXPECT_EQ(ms[2].how, opencode::ExitHow::kExited);
+  EXPECT_EQ(ms[2].status, 4);
 }
 
 // ^C typed on the terminal reaches the command's process group only: the

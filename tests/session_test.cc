@@ -325,14 +325,23 @@ TEST_F(SessionTest, ASignalGoesToTheMonitorAndTheExitIsTheCommands) {
   EXPECT_EQ(std::get<int64_t>(started.fields["pid"]), 0x1001);
   SendSignalFrame(9);
   ASSERT_TRUE(Wait([&] {
-    reader.Drain();
-    return reader.events.size() == 3;
+    int queued = 0;
+    return ioctl(resize_peer.get(), FIONREAD, &queued) == 0 && queued > 0;
   }));
   uint8_t m[8];
   ASSERT_EQ(recv(resize_peer.get(), m, sizeof m, MSG_DONTWAIT), 2);
   EXPECT_EQ(m[0], 'K');
   EXPECT_EQ(m[1], 9);
   EXPECT_EQ(systemd.Count("KillUnit"), 0u);
+  // The monitor's kill() ran: its answer is what makes the notice.
+  testing::RunFor(event.get(), 50);
+  reader.Drain();
+  EXPECT_EQ(reader.events.size(), 2u) << "no signal_sent before the monitor answered";
+  FromUnit(std::string("D\x09", 2));
+  ASSERT_TRUE(Wait([&] {
+    reader.Drain();
+    return reader.events.size() == 3;
+  }));
   Envelope notice;
   ASSERT_EQ(ParseEnvelope(reader.events[2], &notice), ErrorCode::kOk);
   EXPECT_EQ(Code(notice), "signal_sent");
@@ -1003,6 +1012,36 @@ TEST_F(SessionTest, ARunningSessionEndsWhenTheAuthenticatedPeerExits) {
   }
   EXPECT_EQ(terminals, 1);
   ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
+}
+
+// A signal written while the monitor is gone and another process still holds
+// its end of the channel (script inherits it) reached nobody: no signal_sent.
+TEST_F(SessionTest, ASignalNobodyAnswersIsNeverReportedAsSent) {
+  reader.fd = client.get();
+  ToRunning();
+  SendSignalFrame(15);
+  ASSERT_TRUE(Wait([&] {
+    int queued = 0;
+    return ioctl(resize_peer.get(), FIONREAD, &queued) == 0 && queued > 0;
+  }));
+  testing::RunFor(event.get(), 100);
+  reader.Drain();
+  for (const std::string& raw : reader.events) {
+    Envelope e;
+    ASSERT_EQ(ParseEnvelope(raw, &e), ErrorCode::kOk);
+    EXPECT_NE(Code(e), "signal_sent");
+  }
+  // And the client's frames behind it were not held: input still flows.
+  std::string f;
+  AppendFrame(FrameType::kInput, std::string_view("after\n"), &f);
+  ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  std::string got;
+  ASSERT_TRUE(Wait([&] {
+    char b[64];
+    ssize_t n = recv(unit_fd, b, sizeof b, MSG_DONTWAIT);
+    if (n > 0) got.append(b, size_t(n));
+    return got.find("after") != std::string::npos;
+  }));
 }
 
 // The exit is promised after the unit was proven gone; when the reaper gives

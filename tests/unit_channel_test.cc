@@ -27,7 +27,9 @@ namespace {
 struct UnitChannelTest : ::testing::Test, UnitChannel::Delegate {
   void OnCommandExecuted(pid_t pid) noexcept override { pids.push_back(pid); }
   void OnSignalHandled(uint8_t signo, bool written) noexcept override { handled.emplace_back(signo, written); }
+  void OnSignalDelivered(uint8_t signo) noexcept override { delivered.push_back(signo); }
   std::vector<pid_t> pids;
+  std::vector<int> delivered;
   std::vector<std::pair<int, bool>> handled;
 
   void SetUp() override {
@@ -166,6 +168,32 @@ TEST_F(UnitChannelTest, APendingSignalToAGoneMonitorIsHandledAsNotWritten) {
   EXPECT_FALSE(channel->RequestSignal(10));  // refused at once, no callback
   testing::RunFor(event.get(), 20);
   EXPECT_EQ(handled.size(), 1u);
+}
+
+// Written is not delivered: only the monitor's answer 'D' to a written 'K'
+// says its kill() ran; an answer nobody asked for stops the reading.
+TEST_F(UnitChannelTest, AWrittenSignalIsDeliveredOnlyWhenTheMonitorAnswers) {
+  EXPECT_TRUE(channel->RequestSignal(2));
+  ASSERT_TRUE(Wait([&] { return !handled.empty(); }));
+  EXPECT_EQ(handled, (std::vector<std::pair<int, bool>>{{2, true}}));
+  EXPECT_TRUE(delivered.empty());
+  uint8_t d[kChannelDeliveredBytes];
+  EncodeSignalDelivered(2, d);
+  ASSERT_EQ(send(peer.get(), d, sizeof d, 0), ssize_t(sizeof d));
+  ASSERT_TRUE(Wait([&] { return !delivered.empty(); }));
+  EXPECT_EQ(delivered, std::vector<int>{2});
+  // A second answer: no signal is waiting for one.
+  ASSERT_EQ(send(peer.get(), d, sizeof d, 0), ssize_t(sizeof d));
+  ASSERT_TRUE(Wait([&] { return channel->refused() == 1; }));
+  EXPECT_EQ(delivered.size(), 1u);
+}
+
+TEST_F(UnitChannelTest, AnAnswerWithoutASignalIsRefused) {
+  uint8_t d[kChannelDeliveredBytes];
+  EncodeSignalDelivered(15, d);
+  ASSERT_EQ(send(peer.get(), d, sizeof d, 0), ssize_t(sizeof d));
+  ASSERT_TRUE(Wait([&] { return channel->refused() == 1; }));
+  EXPECT_TRUE(delivered.empty());
 }
 
 TEST_F(UnitChannelTest, TheUnitsReportIsReadOnceAndInOrder) {

@@ -137,7 +137,10 @@ export interface IPty {
    *  TSTP WINCH, with or without "SIG"); default "SIGHUP". Delivered to the
    *  command only (not to script or anything else in the unit), like
    *  node-pty's process.kill(pid, signal); the session ends when the command
-   *  ends. The notice signal_sent or signal_failed (command already gone) follows. */
+   *  ends. The notice signal_sent follows once the command's parent in the
+   *  unit sent it, signal_failed when the command is already gone or its parent
+   *  does not take it within 2 s; neither when that parent died first (the exit
+   *  follows then). */
   kill(signal?: string): void;
   /** Ask the supervisor to stop the unit (SIGTERM, SIGKILL after 5 s). */
   stop(): void;
