@@ -23,6 +23,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -504,6 +505,29 @@ void Tell(const uint8_t* m, size_t n) { (void)!send(kChannelFd, m, n, MSG_NOSIGN
 // (from a background group it would stop us) and the mask is empty again
 // before execve. One byte on `report` says why it did not execve; EOF
 // (close-on-exec) says it did.
+// The child's name until its execve: the kernel names an executed process
+// after its file's basename, which never holds a '/'. So a child still named
+// this after the report pipe's EOF died before its execve (a SIGKILL in
+// between, from the unit's stop or another process of the user), and the
+// monitor does not say `E`.
+constexpr std::string_view kPreExecName = "pty/pre-exec";
+constexpr std::string_view kMonitorName = "pty-monitor";
+
+// Whether `pid` (an unreaped child: its /proc entry stays, also as a zombie)
+// got as far as its execve. Unknown (no /proc) counts as no: `E` is a claim.
+bool Executed(pid_t pid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/comm";
+  UniqueFd f(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!f.valid()) return false;
+  char name[32];
+  ssize_t n;
+  while ((n = read(f.get(), name, sizeof name)) < 0 && errno == EINTR) {}
+  if (n <= 0) return false;
+  std::string_view comm(name, size_t(n));
+  if (!comm.empty() && comm.back() == '\n') comm.remove_suffix(1);
+  return comm != kPreExecName;
+}
+
 [[noreturn]] void RunChild(int report) {
   channel = -1;  // fd 4 is close-on-exec; the child never speaks on it
   sigset_t ttou, none;
@@ -656,12 +680,16 @@ int RunExec() {
   int rp[2];
   if (pipe2(rp, O_CLOEXEC) < 0) return Fail(kExitMonitor, "pipe failed");
   UniqueFd report_r(rp[0]), report_w(rp[1]);
+  // The child is born with kPreExecName (no moment of it has another name
+  // before its execve); the monitor then takes its own.
+  (void)prctl(PR_SET_NAME, kPreExecName.data(), 0, 0, 0);
   pid_t pid = fork();
   if (pid < 0) return Fail(kExitMonitor, "fork failed");
   if (pid == 0) {
     report_r.reset();
     RunChild(report_w.get());
   }
+  (void)prctl(PR_SET_NAME, kMonitorName.data(), 0, 0, 0);
   report_w.reset();
   // The keyboard's signals go to the command's group; the unit's stop
   // signals (TERM, HUP) must not end the monitor before it reported the
@@ -684,7 +712,7 @@ int RunExec() {
   while ((got = read(report_r.get(), &why, 1)) < 0 && errno == EINTR) {}
   report_r.reset();
   bool failed = got == 1 && why != kExitCannotExecute && why != kExitNotFound;
-  if (got == 0) {
+  if (got == 0 && Executed(pid)) {
     uint8_t m[opencode::kChannelExecutedBytes];
     opencode::EncodeExecuted(pid, m);
     Tell(m, sizeof m);

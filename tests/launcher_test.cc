@@ -114,7 +114,28 @@ struct LaunchOptions {
   // pidfd_open(2) fails with ENOMEM in the launcher and everything it runs
   // (a seccomp filter set just before its exec): the monitor's failure path.
   bool deny_pidfd_open = false;
+  // The command's process is killed (SIGSYS) at its first call after the
+  // fork, setpgid(0, 0), before its execve: nothing else in the chain makes
+  // that call (script uses setsid, sh's job control names its pid).
+  bool kill_child_before_exec = false;
 };
+
+// Kills (SECCOMP_RET_KILL_PROCESS) any process that calls setpgid(0, 0).
+bool KillAtSetpgidZero() {
+  struct sock_filter code[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_setpgid, 0, 5),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {sizeof code / sizeof code[0], code};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0;
+}
 
 // Makes pidfd_open(2) fail with ENOMEM from now on, in this process and every
 // process it execs. Async-signal-safe: it runs in a forked child.
@@ -214,6 +235,7 @@ class LauncherTest : public ::testing::Test {
                    setresuid(kNobody, kNobody, kNobody) != 0))
         _exit(252);
       if (opt.deny_pidfd_open && !DenyPidfdOpen()) _exit(249);
+      if (opt.kill_child_before_exec && !KillAtSetpgidZero()) _exit(249);
       execve(argv[0], argv.data(), envp.data());
       _exit(253);
     }
@@ -1277,6 +1299,21 @@ TEST_F(LauncherTest, AMonitorWithoutAPidfdFailsClosedWithItsStatus) {
   EXPECT_EQ(opencode::LaunchFailureName(ms[0].status), "monitor") << Describe(ms);
   std::this_thread::sleep_for(std::chrono::milliseconds(2000));
   EXPECT_FALSE(Exists("marker")) << "the command outlived the monitor";
+}
+
+// The command's process dies between the fork and its execve: the command
+// never ran, so the monitor says no `E` (no command_started), only how that
+// process ended.
+TEST_F(LauncherTest, AChildThatDiesBeforeItsExecIsNeverReportedAsExecuted) {
+  LaunchOptions opt;
+  opt.kill_child_before_exec = true;
+  Outcome o = Run(Encode({"/bin/sh", "-c", "touch " + dir_ + "/marker"}), opt);
+  auto ms = FromUnit(o.channel.get());
+  for (const auto& m : ms) EXPECT_NE(m.kind, opencode::ChannelKind::kExecuted) << Describe(ms);
+  ASSERT_FALSE(ms.empty()) << o.output;
+  EXPECT_EQ(ms.back().kind, opencode::ChannelKind::kExited) << Describe(ms);
+  EXPECT_EQ(ms.back().signo, SIGSYS) << Describe(ms);
+  EXPECT_FALSE(Exists("marker"));
 }
 
 // A command that cannot be found is the command's exit (127, as a shell
