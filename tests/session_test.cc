@@ -26,6 +26,7 @@
 #include "common/frame.h"
 #include "common/limits.h"
 #include "common/scm_rights.h"
+#include "daemon/async_close.h"
 #include "daemon/session.h"
 #include "daemon/unit_properties.h"
 #include "tests/daemon_test_util.h"
@@ -1109,6 +1110,33 @@ TEST_F(SessionTest, AStopGetsThroughBehindASignalThatCannotBeWritten) {
   ASSERT_GE(codes.size(), 2u);
   EXPECT_EQ(codes[codes.size() - 2], "signal_failed");
   EXPECT_EQ(codes.back(), "stopping");
+}
+
+// A START whose descriptor is a lingering TCP socket (SO_LINGER {1, 30}, an
+// unread send queue) is refused (not a directory); its final close runs in
+// the closer thread, so a timer on the loop fires long before the linger
+// could end (daemon/async_close.h; the closer's defusing is off here, so the
+// close really sleeps there).
+TEST_F(SessionTest, AStartRefusedForItsDescriptorDoesNotStallTheLoop) {
+  ASSERT_TRUE(StartAsyncClose().ok());
+  AsyncCloseSetDefuseForTesting(false);
+  testing::LingeringSocket lingering(30);
+  ASSERT_TRUE(lingering.ok());
+  reader.fd = client.get();
+  Begin();
+  SendStart(StartFrame(), lingering.client());
+  lingering.Release();
+  EXPECT_TRUE(testing::LoopAnswers(event.get()));
+  // The refusal reaches the client; its EOF waits for the closer, which is
+  // still in the lingering close (the connection is queued behind it).
+  ASSERT_TRUE(Wait([&] {
+    reader.Drain();
+    return !reader.events.empty();
+  }));
+  EXPECT_EQ(Code(Terminal()), "not_directory");
+  lingering.ResetPeer();
+  EXPECT_TRUE(ReadUntilEof());
+  AsyncCloseSetDefuseForTesting(true);
 }
 
 // ---- the loop stays fair while sessions stream (daemon/sd_ptr.h)
