@@ -106,9 +106,20 @@ inline constexpr uint64_t kBusCallTimeoutUsec = 10ULL * 1000 * 1000;
 // supervisor exits and its restart's recovery takes over.
 inline constexpr uint64_t kSystemdReconnectIntervalUsec = 50ULL * 1000;
 inline constexpr uint64_t kSystemdReconnectDeadlineUsec = 120ULL * 1000 * 1000;
-// A stopped unit must be proven gone within this time or the supervisor logs
-// it and retries; TimeoutStopSec of the unit (kUnitStopTimeoutSec) plus margin.
+// A stopped unit must be proven gone within this time of no progress or the
+// supervisor logs it and retries: TimeoutStopSec of the unit
+// (kUnitStopTimeoutUsec) plus margin. "No progress" is no PTY unit at all
+// proven gone meanwhile: systemd runs stop jobs one after another, so in a
+// mass close the last unit's wait grows with the units queued before it
+// (systemd 257 stopped ~100 units/s on a slow host: 1,024 units took longer
+// than 15 s), while each proof of another unit shows that the queue moves.
 inline constexpr uint64_t kCleanupDeadlineUsec = 15ULL * 1000 * 1000;
+// However much progress there is, a proof ends after this: kMaxSessions
+// units stopped at 10 per second (ten times slower than the slowest host
+// seen) plus the no-progress window, so a unit that will not go (another
+// client holds a reference) is still reported and retried.
+inline constexpr uint64_t kCleanupHardDeadlineUsec =
+    kCleanupDeadlineUsec + kMaxSessions * 100ULL * 1000;
 // TimeoutStopSec of a PTY unit: SIGTERM, then SIGKILL after this.
 inline constexpr uint64_t kUnitStopTimeoutUsec = 5ULL * 1000 * 1000;
 // Method calls of the supervisor that wait for a reply at the same time; the

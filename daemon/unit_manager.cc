@@ -1,6 +1,8 @@
 // Signal hints, unit monitors and reapers (see unit_manager.h).
 #include "daemon/unit_manager.h"
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -283,6 +285,11 @@ absl::Status UnitMonitor::Send() noexcept {
 
 // ---------------------------------------------------------------- Reaper
 
+void UnitTracker::NoteUnitGone() noexcept {
+  uint64_t now = 0;
+  if (sd_event_now(event_, CLOCK_MONOTONIC, &now) >= 0) last_unit_gone_usec_ = now;
+}
+
 Reaper::Reaper(SystemdApi* api, UnitTracker* tracker, sd_event* event, std::string unit, Done done)
     : api_(api), tracker_(tracker), event_(event), unit_(std::move(unit)), done_(std::move(done)) {}
 
@@ -294,6 +301,7 @@ absl::Status Reaper::Start(bool stop_first) {
                                      &Reaper::OnDeadline, this);
   if (r < 0) return SdError(r, "sd_event_add_time(cleanup deadline)");
   deadline_.reset(s);
+  sd_event_now(event_, CLOCK_MONOTONIC, &started_usec_);
   if (!stop_first) {
     Query();
     return absl::OkStatus();
@@ -352,6 +360,7 @@ void Reaper::AskGone() noexcept {
     call_.reset();
     if (gone.ok() && *gone) {
       gone_ = true;
+      tracker_->NoteUnitGone();
       return Finish(absl::OkStatus());
     }
     if (!gone.ok()) last_error_ = gone.status();
@@ -381,10 +390,25 @@ void Reaper::OnUnitHint() noexcept {
   Query();
 }
 
-int Reaper::OnDeadline(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {
+int Reaper::OnDeadline(sd_event_source* s, uint64_t /*usec*/, void* userdata) noexcept {
   auto* self = static_cast<Reaper*>(userdata);
+  uint64_t usec = 0;
+  sd_event_now(self->event_, CLOCK_MONOTONIC, &usec);
+  // Another PTY unit proven gone within the window: systemd's stop jobs move
+  // (a mass close), so this one's turn may still come. Wait for the window
+  // after that proof, never past the hard deadline.
+  uint64_t hard = self->started_usec_ + limits::kCleanupHardDeadlineUsec;
+  uint64_t last = self->tracker_->last_unit_gone_usec();
+  uint64_t quiet_end = last + limits::kCleanupDeadlineUsec;
+  if (last != 0 && quiet_end > usec && usec < hard) {
+    sd_event_source_set_time(s, std::min(quiet_end, hard));
+    sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+    return 0;
+  }
+  bool at_hard = usec >= hard;
   self->Finish(absl::DeadlineExceededError(absl::StrCat(
       self->unit_, " not proven gone within the cleanup deadline",
+      at_hard ? " (the hard deadline)" : " (no PTY unit proven gone meanwhile)",
       self->last_error_.ok() ? "" : absl::StrCat(" (", self->last_error_.message(), ")"))));
   return 0;
 }

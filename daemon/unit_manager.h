@@ -53,6 +53,10 @@ class UnitTracker {
   // once per burst of calls.
   void SystemdConnected();
   void SetOnSystemdAppeared(std::function<void()> cb) { on_systemd_appeared_ = std::move(cb); }
+  // A reaper proved a PTY unit gone: systemd's stop jobs are moving. Every
+  // reaper's no-progress window (kCleanupDeadlineUsec) counts from the last.
+  void NoteUnitGone() noexcept;
+  uint64_t last_unit_gone_usec() const noexcept { return last_unit_gone_usec_; }
   size_t systemd_appearances() const noexcept { return systemd_appearances_; }
   // The sender systemd's signals carry ("" until connected: then no signal
   // is a hint and only the poll tick re-queries).
@@ -120,6 +124,7 @@ class UnitTracker {
   size_t systemd_appearances_ = 0;
   std::string systemd_owner_;
   uint64_t foreign_signals_ = 0;
+  uint64_t last_unit_gone_usec_ = 0;  // CLOCK_MONOTONIC; 0: none yet
   uint64_t property_signals_skipped_ = 0;
 };
 
@@ -155,8 +160,9 @@ class UnitMonitor final : public UnitWatcher {
 
 // Stops a unit and proves it gone: StopUnit("replace") -> (ResetFailedUnit,
 // GetUnit) until GetUnit answers org.freedesktop.systemd1.NoSuchUnit, re-asking on hints and ticks
-// (at most one query in flight plus one pending), and giving up only at
-// kCleanupDeadlineUsec: time, never the number of hints, ends the proof.
+// (at most one query in flight plus one pending), and giving up only after
+// kCleanupDeadlineUsec in which no PTY unit at all was proven gone, or at
+// kCleanupHardDeadlineUsec: time, never the number of hints, ends the proof.
 class Reaper final : public UnitWatcher {
  public:
   // OK: proven gone. Otherwise why not (the owner logs it).
@@ -185,6 +191,7 @@ class Reaper final : public UnitWatcher {
   Done done_;
   std::unique_ptr<UnitTracker::Watch> watch_;
   EventSourcePtr deadline_;
+  uint64_t started_usec_ = 0;
   Pending call_;
   bool querying_phase_ = false;
   bool requery_ = false;

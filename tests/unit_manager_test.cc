@@ -17,6 +17,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -323,6 +325,46 @@ struct ReaperTest : Fixture {
         result = st;
       });
 };
+
+// A mass close on a slow host: systemd runs the stop jobs one after another,
+// so the last unit is proven gone long after kCleanupDeadlineUsec. While
+// other PTY units are proven gone the queue moves, and no reaper gives up
+// (here one unit goes every 7 s of 3: the last after 21 s, past 15 s).
+TEST_F(ReaperTest, AMassCloseThatMovesSlowlyIsProvenGoneNotGivenUpOn) {
+  const std::vector<std::string> units = {
+      "opencode-pty-00000000000000000000000000000001.service",
+      "opencode-pty-00000000000000000000000000000002.service",
+      "opencode-pty-00000000000000000000000000000003.service"};
+  constexpr int kStepMs = 7000;
+  static_assert(3 * kStepMs > int(limits::kCleanupDeadlineUsec / 1000), "the last one needs the extension");
+  static_assert(kStepMs < int(limits::kCleanupDeadlineUsec / 1000), "each step is progress");
+  std::vector<std::unique_ptr<Reaper>> reapers;
+  std::vector<absl::Status> results(units.size(), absl::UnknownError("not done"));
+  std::vector<bool> done(units.size(), false);
+  for (size_t i = 0; i < units.size(); ++i) {
+    reapers.push_back(std::make_unique<Reaper>(&systemd, &tracker, event.get(), units[i],
+                                               [&, i](absl::Status st) {
+                                                 done[i] = true;
+                                                 results[i] = st;
+                                               }));
+    ASSERT_TRUE(reapers.back()->Start().ok());
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  // systemd: every call answered; unit i is gone from (i + 1) steps on.
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    while (systemd.Answer("StopUnit", absl::OkStatus())) {}
+    while (systemd.Answer("ResetFailedUnit", absl::OkStatus())) {}
+    while (auto c = systemd.Pending_("QueryGone")) {
+      size_t i = 0;
+      while (i < units.size() && units[i] != c->unit) ++i;
+      bool gone = i < units.size() && ms >= long(i + 1) * kStepMs;
+      systemd.AnswerGone(gone);
+    }
+    return done[0] && done[1] && done[2];
+  }, int(limits::kCleanupHardDeadlineUsec / 1000)));
+  for (size_t i = 0; i < units.size(); ++i) EXPECT_TRUE(results[i].ok()) << units[i] << ": " << results[i];
+}
 
 TEST_F(ReaperTest, StopThenResetFailedThenProof) {
   ASSERT_TRUE(reaper->Start().ok());
