@@ -111,8 +111,9 @@ inline constexpr uint64_t kSystemdReconnectDeadlineUsec = 120ULL * 1000 * 1000;
 // (kUnitStopTimeoutUsec) plus margin. "No progress" is no PTY unit at all
 // proven gone meanwhile: systemd runs stop jobs one after another, so in a
 // mass close the last unit's wait grows with the units queued before it
-// (systemd 257 stopped about 100 units a second on a slow host: 1,024 units took longer
-// than 15 s), while each proof of another unit shows that the queue moves.
+// (systemd 257 stopped about 100 units a second on a slow host: 1,024 units
+// took longer than 15 s), while each proof of another unit shows that the
+// queue moves.
 inline constexpr uint64_t kCleanupDeadlineUsec = 15ULL * 1000 * 1000;
 // However much progress there is, a proof ends after this: kMaxSessions
 // units stopped at 10 per second (ten times slower than the slowest host
