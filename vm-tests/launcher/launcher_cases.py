@@ -342,7 +342,8 @@ def case_signals(workdir, probe):
     expect("script did not end the session ('Session terminated' absent)", b"Session terminated" not in r.output, r.output)
     expect_exit(r, 128 + 15)
     packets = unit_packets(r.channel)
-    expect("the exit is reported as killed by TERM", len(packets) == 2 and packets[1] == b"Xk\x0f", packets)
+    expect("the monitor answered each K (D: its kill() ran), then the exit is reported as killed by TERM",
+           packets[1:] == [b"D\x0a", b"D\x0f", b"Xk\x0f"] and packets[0][:1] == b"E", packets)
     r = Run(workdir, [b"/bin/sh", b"-c", b"trap 'echo caught; exit 3' INT; echo ready; while :; do sleep 0.05; done"],
             typed_after=(b"ready", b"\x03"))
     print(r)
