@@ -526,6 +526,13 @@ void Pump::WritePty() noexcept {
   Update();
 }
 
+void Pump::EndPtyInput() noexcept {
+  pty_input_dead_ = true;
+  in_.clear();
+  if (blocked_) Kick();  // an INPUT frame that waited for room is discarded now
+  Update();
+}
+
 void Pump::MaybeShutdownPtyInput() noexcept {
   // EOF from the client becomes a half-close of the PTY stream once every
   // byte before it was written; script turns that into ^D for the command.

@@ -80,6 +80,10 @@ class Pump {
   // envelopes, then OnFlushed(); reading switches to discard.
   void QueueTerminal(std::string_view json) noexcept;
 
+  // The command ended: queued input is dropped and INPUT frames are read and
+  // discarded from now on (the session still decodes control frames).
+  void EndPtyInput() noexcept;
+
   // Stops decoding client frames (a control request is in flight).
   void PauseInput(bool paused) noexcept;
   // Drops the client connection (after OnFlushed or OnClientGone).

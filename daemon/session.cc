@@ -445,6 +445,11 @@ void Session::OnSignalDelivered(uint8_t signo) noexcept {
   Notice("signal_sent", SignalName(signo));
 }
 
+// Input that arrives after the command's end has no reader: it is not
+// forwarded, so a client that answers every output chunk with input (an echo
+// loop) cannot keep script relaying and the session ends with the command.
+void Session::OnCommandEnded() noexcept { pump_->EndPtyInput(); }
+
 void Session::OnCommandExecuted(pid_t pid) noexcept {
   if (state_ != State::kRunning || terminal_queued_) return;
   EnvelopeWriter w("notice");

@@ -99,6 +99,7 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   void OnCommandExecuted(pid_t pid) noexcept override;
   void OnSignalHandled(uint8_t signo, bool written) noexcept override;
   void OnSignalDelivered(uint8_t signo) noexcept override;
+  void OnCommandEnded() noexcept override;
 
   void OnAuthenticated(AuthResult result) noexcept;
   void StartUnit(StartRequest request, UniqueFd dir) noexcept;

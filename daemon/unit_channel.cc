@@ -171,10 +171,12 @@ bool UnitChannel::ReadOne() noexcept {
     case ChannelKind::kExited:
       exit_ = CommandExit{m.how, m.status, m.signo};
       reading_ = false;  // the report is complete
+      delegate_->OnCommandEnded();
       return false;
     default:
       failure_ = m.status;
       reading_ = false;
+      delegate_->OnCommandEnded();
       return false;
   }
 }

@@ -60,6 +60,9 @@ class UnitChannel {
     // The monitor answered a written signal: its kill() of the command
     // succeeded.
     virtual void OnSignalDelivered(uint8_t signo) noexcept = 0;
+    // The unit reported the command's end (`X`) or a launcher failure (`F`):
+    // nothing in the unit reads input for the command any more.
+    virtual void OnCommandEnded() noexcept = 0;
 
    protected:
     ~Delegate() = default;

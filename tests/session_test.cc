@@ -7,6 +7,7 @@
 // StartTransientUnit is in flight.
 #include <fcntl.h>
 #include <signal.h>
+#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -355,6 +356,40 @@ TEST_F(SessionTest, ASignalGoesToTheMonitorAndTheExitIsTheCommands) {
   EXPECT_EQ(std::get<std::string>(exit.fields["signal"]), "KILL");
   EXPECT_TRUE(std::get<bool>(exit.fields["exact"]));
   EXPECT_EQ(std::get<std::string>(exit.fields["result"]), "signal");
+}
+
+// Once the unit reported the command's end, input has no reader: it is not
+// forwarded into the PTY stream (an application that answers every output
+// chunk with input would keep script relaying it, and the session alive).
+TEST_F(SessionTest, InputAfterTheCommandsEndIsNotForwarded) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  auto send_input = [&](std::string_view text) {
+    std::string f;
+    AppendFrame(FrameType::kInput, text, &f);
+    ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  };
+  auto unread = [&](int fd) {
+    int n = 0;
+    return ioctl(fd, SIOCOUTQ, &n) == 0 ? n : -1;
+  };
+  send_input("before\n");
+  char buf[64];
+  ASSERT_TRUE(Wait([&] { return recv(unit, buf, sizeof buf, MSG_DONTWAIT | MSG_PEEK) == 8; }));
+  ASSERT_EQ(read(unit, buf, 8), 8);
+  EXPECT_EQ(std::string(buf + 1, 7), "before\n");
+  FromUnit(std::string("Xx\x03", 3));
+  // The supervisor took the report off the channel (nothing of ours unread).
+  ASSERT_TRUE(Wait([&] { return unread(resize_peer.get()) == 0; }));
+  send_input("after\n");
+  // A resize behind the input: once its packet is on the channel, the input
+  // before it was decoded.
+  SendResize(90, 20);
+  ASSERT_TRUE(Wait([&] { return !ReadSizes().empty(); }));
+  EXPECT_EQ(recv(unit, buf, sizeof buf, MSG_DONTWAIT), -1) << "input after the command's end reached the PTY";
+  EXPECT_EQ(errno, EAGAIN);
+  Envelope exit = FinishUnit(unit, CLD_EXITED, 3, "exit-code");
+  EXPECT_EQ(Code(exit), "3");
 }
 
 // The exact report wins over the unit's view in both directions.

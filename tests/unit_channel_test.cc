@@ -28,6 +28,8 @@ struct UnitChannelTest : ::testing::Test, UnitChannel::Delegate {
   void OnCommandExecuted(pid_t pid) noexcept override { pids.push_back(pid); }
   void OnSignalHandled(uint8_t signo, bool written) noexcept override { handled.emplace_back(signo, written); }
   void OnSignalDelivered(uint8_t signo) noexcept override { delivered.push_back(signo); }
+  void OnCommandEnded() noexcept override { ++ended; }
+  int ended = 0;
   std::vector<pid_t> pids;
   std::vector<int> delivered;
   std::vector<std::pair<int, bool>> handled;
