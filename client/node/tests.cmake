@@ -88,3 +88,21 @@ add_test(NAME vm.node-example.bookworm
 set_tests_properties(vm.node-example.bookworm PROPERTIES
   LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 1800 FIXTURES_REQUIRED node_sea
   ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
+
+# node.typecheck: opencode's adapter (client/node/typecheck/opencode-adapter.ts)
+# against node-pty 1.1's own typings (tsc --noEmit; typescript, @lydell/node-pty
+# and @types/node pinned by client/node/typecheck/package-lock.json), compiled
+# into <build>/node-adapter/ (fixture node_adapter) for
+# vm.node-adapter.{bookworm,trixie}: the opencode-shaped test of the node-pty
+# drop-in in the Node 26.4 SEA as the MainPID on systemd 252 and 257.
+add_test(NAME node.typecheck
+         COMMAND "${_node_dir}/typecheck/run" "${CMAKE_BINARY_DIR}/node-adapter")
+set_tests_properties(node.typecheck PROPERTIES LABELS node TIMEOUT 600 FIXTURES_SETUP node_adapter)
+foreach(_t bookworm trixie)
+  add_test(NAME vm.node-adapter.${_t}
+           COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" ${_t} --artifacts "${CMAKE_BINARY_DIR}"
+                   "${_vm_node}/adapter.sh")
+  set_tests_properties(vm.node-adapter.${_t} PROPERTIES
+    LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 1800 FIXTURES_REQUIRED "node_sea;node_adapter"
+    ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
+endforeach()
