@@ -1,3 +1,35 @@
 'use strict';
-// Entry of the opencode-pty Node client: the module lives in lib/.
-module.exports = require('./lib/pty.js');
+// Node client of the opencode-pty supervisor (README.md): the public entry.
+// It only wires lib/ together and exports the module's API; each file of lib/
+// owns one concern and says which invariant it keeps (lib/pty.js: the session,
+// its descriptors and buffers).
+
+const { PtyError } = require('./lib/errors.js');
+const { limits } = require('./lib/limits.js');
+const { FrameType, FrameDecoder, encodeFrame } = require('./lib/frame.js');
+const { parseEnvelope } = require('./lib/envelope.js');
+const { chunkUtf8, isValidUtf8 } = require('./lib/utf8.js');
+const { SIGNALS } = require('./lib/signals.js');
+const { HELPER_STATUS } = require('./lib/helper.js');
+const { DEFAULT_SOCKET_PATH, DEFAULT_HELPER_PATH, checkArgv, checkOptions } = require('./lib/options.js');
+const { Pty } = require('./lib/pty.js');
+
+function spawn(file, args, options) {
+  const argv = checkArgv(file, args);
+  const opts = checkOptions(options);
+  return new Pty(file, argv, opts);
+}
+
+module.exports = {
+  spawn,
+  PtyError,
+  limits,
+  SIGNALS,
+  HELPER_STATUS,
+  DEFAULT_SOCKET_PATH,
+  DEFAULT_HELPER_PATH,
+  // The wire format, for tests and for writing other clients.
+  protocol: Object.freeze({
+    FrameType, FrameDecoder, encodeFrame, parseEnvelope, chunkUtf8, isValidUtf8,
+  }),
+};
