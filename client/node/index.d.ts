@@ -1,4 +1,4 @@
-// Types of the opencode-pty Node client (index.js). See README.md.
+// Types of the opencode-pty Node client @opencode-pty/node (index.js). See README.md.
 
 export interface IDisposable {
   dispose(): void;

@@ -3,6 +3,9 @@
 #   node.unit                 node:test unit tests of the module (fake supervisor)
 #                             on the host's Node
 #   node.unit.node26          the same on the pinned Node 26.4.0 (client/node/sea/node26)
+#   node.constants            lib/constants.generated.js equals what
+#                             tools/gen-node-constants makes of the C++ headers
+#                             (fails with the diff when a header changed)
 #   node.sea-build            builds the Node 26.4 SEA test app into <build>/node-sea/
 #                             (fixture node_sea; Node 26.4.0 from npm, pinned by
 #                             client/node/sea/package-lock.json, cached; node --build-sea)
@@ -37,6 +40,14 @@ add_test(NAME node.unit.node26
          COMMAND "${_node_dir}/sea/node26" --test "${_node_dir}/test/*.test.js"
          WORKING_DIRECTORY "${_node_dir}")
 set_tests_properties(node.unit.node26 PROPERTIES LABELS node TIMEOUT 600)
+
+find_program(OPENCODE_PYTHON3 python3)
+if(NOT OPENCODE_PYTHON3)
+  set(OPENCODE_PYTHON3 "${CMAKE_COMMAND}" -E false "python3-not-found")
+endif()
+add_test(NAME node.constants
+         COMMAND ${OPENCODE_PYTHON3} "${PROJECT_SOURCE_DIR}/tools/gen-node-constants" --check "${PROJECT_SOURCE_DIR}")
+set_tests_properties(node.constants PROPERTIES LABELS node TIMEOUT 60)
 
 add_test(NAME node.sea-build
          COMMAND "${_node_dir}/sea/build.sh" "${CMAKE_BINARY_DIR}/node-sea")

@@ -3,7 +3,7 @@
 # installed: root-owned files, started by the reference unit's ExecStart
 # /usr/local/bin/opencode-v2. Sourced by the demo and the acceptance suite.
 #
-#   standin_install MODULE_DIR   (MODULE_DIR holds client/node's index.js and package.json)
+#   standin_install MODULE_DIR   (MODULE_DIR holds client/node's index.js, package.json and lib/)
 #   standin_no_yama_dropin       the container-only runtime drop-in (see below)
 #   standin_remove_dropin
 STANDIN_DIR=/usr/local/lib/opencode-v2-standin
@@ -11,9 +11,10 @@ STANDIN_RELAY=/home/byk/.opencode-v2/relay.sock
 STANDIN_DROPIN=/run/systemd/system/opencode-v2.service.d/50-no-yama-test-only.conf
 
 standin_install() {
-  install -d -o root -g root -m 0755 "$STANDIN_DIR" "$STANDIN_DIR/client" /usr/local/bin || return 1
+  install -d -o root -g root -m 0755 "$STANDIN_DIR" "$STANDIN_DIR/client" "$STANDIN_DIR/client/lib" /usr/local/bin || return 1
   install -o root -g root -m 0644 /vm-tests/demo/relay-app.js "$STANDIN_DIR/relay-app.js" || return 1
   install -o root -g root -m 0644 "$1/index.js" "$1/package.json" "$STANDIN_DIR/client/" || return 1
+  install -o root -g root -m 0644 "$1"/lib/*.js "$STANDIN_DIR/client/lib/" || return 1
   printf '#!/bin/sh\n# opencode v2 stand-in (vm-tests/demo/relay-app.js) on the Node module.\nOPENCODE_PTY_MODULE=%s/client/index.js exec /usr/bin/node %s/relay-app.js\n' \
     "$STANDIN_DIR" "$STANDIN_DIR" > /usr/local/bin/opencode-v2.new || return 1
   chown root:root /usr/local/bin/opencode-v2.new

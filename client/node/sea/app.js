@@ -1,9 +1,9 @@
-// The Node SEA test application (bundled after client/node/index.js by
-// build.sh). It is what the inheritance probe (client/node/probe/) runs as
-// opencode-v2.service: it opens one PTY through the module while unrelated
-// children are spawned from the main thread and from a worker thread, and
-// reports what it saw. The probe's verdict comes from outside (ptrace), this
-// report only adds the children's own view.
+// The Node SEA test application (bundled after the module, client/node/index.js
+// and lib/, by build.sh with sea/bundle.js). It is what the inheritance probe
+// (client/node/probe/) runs as opencode-v2.service: it opens one PTY through
+// the module while unrelated children are spawned from the main thread and
+// from a worker thread, and reports what it saw. The probe's verdict comes
+// from outside (ptrace), this report only adds the children's own view.
 //
 // OPENCODE_PTY_APP_MODE=version  print {"version","isSea"} and exit
 // OPENCODE_PTY_APP_MODE=probe    OPENCODE_PTY_PROBE_DIR=<dir, writable by the app>:
