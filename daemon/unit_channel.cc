@@ -150,6 +150,11 @@ bool UnitChannel::ReadOne() noexcept {
   // refused; so is one longer than any packet.
   bool refused = false;
   ssize_t n = RecvPacket(fd_.get(), b, sizeof b, MSG_DONTWAIT, &refused, &AsyncCloseDiscard);
+  // Every holder of the unit's end closed it with our 'V' packet unread (the
+  // launcher failed before --exec): the kernel says ECONNRESET once, and the
+  // packets the unit sent before ('F') are still queued behind it.
+  if (n == -ECONNRESET)
+    n = RecvPacket(fd_.get(), b, sizeof b, MSG_DONTWAIT, &refused, &AsyncCloseDiscard);
   if (n == -EAGAIN || n == -EINTR) return false;
   if (n <= 0) {
     reading_ = false;

@@ -1121,6 +1121,9 @@ std::vector<opencode::ChannelMessage> FromUnit(int channel, std::string* bad = n
   for (;;) {
     uint8_t b[opencode::kChannelMaxBytes + 1];
     ssize_t n = recv(channel, b, sizeof b, MSG_DONTWAIT);
+    // The unit's end closed with the 'V' packet unread (a failure before
+    // --exec): the kernel reports ECONNRESET once, then the queued packets.
+    if (n < 0 && errno == ECONNRESET) continue;
     if (n <= 0) break;
     opencode::ChannelMessage m;
     if (opencode::ParseFromUnit(b, size_t(n), &m) != opencode::ErrorCode::kOk) {

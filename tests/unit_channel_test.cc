@@ -155,6 +155,27 @@ TEST(UnitChannelHandoff, FailsCleanlyOnAClosedStream) {
   EXPECT_FALSE(ch.ok());
 }
 
+// A launcher that fails before --exec leaves the 'V' packet unread when the
+// unit's end closes: the kernel then reports ECONNRESET once on our end, and
+// the failure report ('F') queued before it is still read.
+TEST_F(UnitChannelTest, AFailureReportBehindAnUnreadEnvironmentPacketIsRead) {
+  uint8_t v[] = {'V', 0, 0, 0, 1, 0, 0, 0, 3, 'A', '=', '1'};
+  absl::StatusOr<UniqueFd> ch = CreateUnitChannel(stream_ours.get(), v);
+  ASSERT_TRUE(ch.ok()) << ch.status();
+  char byte = 0;
+  RecvFdResult r = RecvWithFd(stream_unit.get(), &byte, 1, MSG_DONTWAIT);
+  ASSERT_TRUE(r.fd.valid());
+  UnitChannel second(event.get(), std::move(*ch), this);
+  ASSERT_TRUE(second.Init().ok());
+  uint8_t f[kChannelFailedBytes];
+  EncodeLaunchFailed(105, f);
+  ASSERT_EQ(send(r.fd.get(), f, sizeof f, MSG_NOSIGNAL), ssize_t(sizeof f));
+  r.fd.reset();  // closed with 'V' unread
+  second.Drain();
+  ASSERT_TRUE(second.launch_failure().has_value());
+  EXPECT_EQ(*second.launch_failure(), 105);
+}
+
 // The largest 'V' packet (kMaxEnvPacketBytes) is queued at creation, before
 // anyone reads the unit's end, and arrives whole as one packet: SO_SNDBUF
 // (kUnitChannelSendBufferBytes) holds it whatever wmem_default is.
