@@ -88,10 +88,13 @@ check "other is an ordinary user: uid 1001, in neither systemd-journal nor adm" 
 
 # --- one live session, one launcher at its gate ----------------------------------------------
 rm -f "$RUN/argv-ready" "$RUN/argv-done"
-python3 "$STANDIN" call '{"argv":["sh","-c","sleep 600; exit 0","'"$marker"'"],"timeout":400,
+# The request on stdin (printf is the shell's builtin): the environment
+# marker must be in no command line, the harness's own included.
+printf '%s' '{"argv":["sh","-c","sleep 600; exit 0","'"$marker"'"],"timeout":400,
   "env":{"OPENCODE_ENV_MARKER":"'"$envmarker"'","INVOCATION_ID":"bogus","TERM":"xterm-256color"},
   "steps":[{"expect":"started"},{"touch":"/run/opencode-test/argv-ready"},
-  {"wait_file":"/run/opencode-test/argv-done","timeout":300},{"stop":true}]}' > "$tmp/live.json" 2>&1 &
+  {"wait_file":"/run/opencode-test/argv-done","timeout":300},{"stop":true}]}' |
+  python3 "$STANDIN" call - > "$tmp/live.json" 2>&1 &
 livepid=$!
 check "a session with the marker in argv started" wait_for 30 test -e "$RUN/argv-ready"
 # Only now: the supervisor's start-up recovery stops every opencode-pty-*

@@ -432,7 +432,9 @@ if __name__ == "__main__":
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         serve()
     elif mode == "call":
-        call(sys.argv[2])
+        # "-": the request from stdin, so that a secret in it (argv.sh's
+        # environment marker) is in no process's command line.
+        call(sys.stdin.read() if sys.argv[2] == "-" else sys.argv[2])
     elif mode == "oneshot":
         print(json.dumps(scenario(json.loads(sys.argv[2]))))
     else:
