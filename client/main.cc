@@ -6,7 +6,10 @@
 // connects, never opens or resolves a path and never executes anything, and it
 // fails closed with a distinct status (docs/SECURITY.md) on the first surprise.
 //
-// Usage: opencode-pty-client [--cols N] [--rows N] -- PROGRAM [ARG...]
+// Usage: opencode-pty-client [--cols N] [--rows N] [--env] -- PROGRAM [ARG...]
+// --env sets START's flag "an ENV frame follows": the application itself then
+// sends the ENV frame on its socket after this helper exited 0; the helper
+// never sees the environment overlay.
 
 #include <poll.h>
 #include <sys/resource.h>
@@ -205,27 +208,32 @@ int main(int argc, char** argv) {
   if (int r = CheckNoForeignFds(); r != kExitOk) return r;
 
   uint16_t cols = limits::kDefaultCols, rows = limits::kDefaultRows;
-  bool have_cols = false, have_rows = false;
+  bool have_cols = false, have_rows = false, env = false;
   int i = 1;
   for (; i < argc; i += 2) {
     if (strcmp(argv[i], "--") == 0) break;
+    if (strcmp(argv[i], "--env") == 0 && !env) {  // no value
+      env = true;
+      --i;
+      continue;
+    }
     bool is_cols = strcmp(argv[i], "--cols") == 0;
     bool is_rows = strcmp(argv[i], "--rows") == 0;
     if ((!is_cols && !is_rows) || (is_cols && have_cols) || (is_rows && have_rows))
-      return Fail(kExitUsage, "usage: opencode-pty-client [--cols N] [--rows N] -- PROGRAM [ARG...]");
+      return Fail(kExitUsage, "usage: opencode-pty-client [--cols N] [--rows N] [--env] -- PROGRAM [ARG...]");
     if (i + 1 >= argc) return Fail(kExitUsage, "option needs a value");
     if (!opencode::ParseDimension(argv[i + 1], is_cols ? limits::kMaxCols : limits::kMaxRows,
                    is_cols ? &cols : &rows))
       return Fail(kExitBadSize, "--cols/--rows must be a decimal 1..1000");
     (is_cols ? have_cols : have_rows) = true;
   }
-  if (i >= argc) return Fail(kExitUsage, "usage: opencode-pty-client [--cols N] [--rows N] -- PROGRAM [ARG...]");
+  if (i >= argc) return Fail(kExitUsage, "usage: opencode-pty-client [--cols N] [--rows N] [--env] -- PROGRAM [ARG...]");
   ++i;  // skip "--"
   if (i >= argc) return Fail(kExitUsage, "PROGRAM is missing");
 
   ErrorCode error = ErrorCode::kOk;
   size_t len = opencode::EncodeStartFrame(cols, rows, size_t(argc - i), argv + i, frame,
-                                          sizeof frame, &error);
+                                          sizeof frame, &error, env ? opencode::kStartFlagEnv : 0);
   if (len == 0) return ExitForCodec(error);
   return SendFrame(sock.get(), dir.get(), frame, len);
 }

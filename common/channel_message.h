@@ -2,14 +2,19 @@
 // SOCK_SEQPACKET pair between the supervisor and the launcher's monitor inside
 // the PTY unit (docs/SECURITY.md "The unit channel"). One packet = one message;
 // the first byte is its kind and the length is fixed per kind.
-//   supervisor -> unit:  'W' cols(2) rows(2)  a window size (the RESIZE payload)
+//   supervisor -> unit:  'V' list             the command's environment overlay, vetted
+//                                             (common/env_overlay.h); exactly one, first,
+//                                             written before the unit starts; read once
+//                                             by --exec before it forks, never by the monitor
+//                        'W' cols(2) rows(2)  a window size (the RESIZE payload)
 //                        'K' signo(1)         a signal for the command (allowlist)
 //   unit -> supervisor:  'E' pid(4)           the command's execve succeeded
 //                        'X' how(1) value(1)  the command ended (its wait status)
 //                        'F' status(1)        the launcher failed; the command never ran
 // Invariant: a packet parses only with its exact length and every field in
-// range; header-only and allocation-free, because the static launcher parses
-// the first two kinds in its monitor loop and the supervisor the last three.
+// range ('V': CheckEnvList); header-only and allocation-free, because the
+// static launcher parses 'V' once and 'W'/'K' in its monitor loop, and the
+// supervisor the unit's kinds.
 #pragma once
 
 #include <sys/types.h>
@@ -25,6 +30,7 @@
 namespace opencode {
 
 enum class ChannelKind : uint8_t {
+  kEnvironment = 'V',
   kWindowSize = 'W',
   kSignal = 'K',
   kExecuted = 'E',
@@ -47,9 +53,12 @@ inline constexpr size_t kChannelExecutedBytes = 5;
 inline constexpr size_t kChannelExitedBytes = 3;
 inline constexpr size_t kChannelFailedBytes = 2;
 inline constexpr size_t kChannelDeliveredBytes = 2;
-// The longest packet of either direction: receivers read into one byte more,
-// so a longer packet shows as too large instead of being cut silently.
+// The longest packet of either direction but 'V': receivers read into one
+// byte more, so a longer packet shows as too large instead of being cut
+// silently. 'V' is read once, by --exec, into kMaxEnvPacketBytes + 1.
 inline constexpr size_t kChannelMaxBytes = 5;
+// A 'V' packet with no variable: the kind and a count of zero.
+inline constexpr size_t kChannelEmptyEnvBytes = 5;
 // Signal numbers the kernel knows (SIGRTMAX on Linux is 64).
 inline constexpr uint8_t kMaxSignalNumber = 64;
 
@@ -62,6 +71,10 @@ struct ChannelMessage {
   uint8_t status = 0;           // kExited with kExited; kLaunchFailed
 };
 
+inline void EncodeEmptyEnvironment(uint8_t out[kChannelEmptyEnvBytes]) noexcept {
+  out[0] = uint8_t(ChannelKind::kEnvironment);
+  out[1] = out[2] = out[3] = out[4] = 0;
+}
 inline void EncodeWindowSize(uint16_t cols, uint16_t rows, uint8_t out[kChannelSizeBytes]) noexcept {
   out[0] = uint8_t(ChannelKind::kWindowSize);
   EncodeSizeMessage(cols, rows, out + 1);
@@ -102,6 +115,7 @@ inline ErrorCode Length(size_t n, size_t want) noexcept {
 
 // What the monitor accepts: 'W' (sizes 1..1000) and 'K' (a signal of the
 // SIGNAL frame's allowlist: the launcher re-checks what the supervisor did).
+// Never 'V': the one environment packet was read before the fork.
 inline ErrorCode ParseToUnit(const uint8_t* p, size_t n, ChannelMessage* m) noexcept {
   if (n == 0) return ErrorCode::kFrameTooSmall;
   ErrorCode e = ErrorCode::kOk;

@@ -18,6 +18,10 @@ std::string_view ErrorCodeName(ErrorCode code) noexcept {
     case ErrorCode::kArgvTooLong: return "argv_too_long";
     case ErrorCode::kEmptyCommand: return "empty_command";
     case ErrorCode::kBadSize: return "bad_size";
+    case ErrorCode::kBadEnv: return "bad_env";
+    case ErrorCode::kBadEnvName: return "bad_env_name";
+    case ErrorCode::kEnvTooMany: return "env_too_many";
+    case ErrorCode::kEnvTooLong: return "env_too_long";
     case ErrorCode::kNoDescriptor: return "no_descriptor";
     case ErrorCode::kExtraDescriptor: return "extra_descriptor";
     case ErrorCode::kTruncatedControl: return "truncated_control";

@@ -23,6 +23,12 @@ enum class ErrorCode {
   kArgvTooLong,      // all arguments together above kMaxArgvTotalBytes
   kEmptyCommand,     // argv[0] is empty
   kBadSize,          // cols/rows outside 1..kMaxCols/kMaxRows
+  // environment overlay (ENV frame, common/env_overlay.h)
+  kBadEnv,           // ENV payload malformed (truncated, trailing bytes, no '=', NUL, a name twice),
+                     // or another frame where ENV was due
+  kBadEnvName,       // a name is not [A-Za-z_][A-Za-z0-9_]* of at most kMaxEnvNameBytes
+  kEnvTooMany,       // more than kMaxEnvVars entries
+  kEnvTooLong,       // one entry above kMaxEnvEntryBytes, or all above kMaxEnvTotalBytes
   // descriptors
   kNoDescriptor,     // start frame arrived without its directory descriptor
   kExtraDescriptor,  // more than one descriptor, or one outside the start frame

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "common/env_overlay.h"
 #include "common/size_message.h"
 
 namespace opencode {
@@ -56,6 +57,7 @@ bool PayloadBounds(Direction dir, uint8_t type, size_t* min, size_t* max) noexce
       case FrameType::kInput: *min = 1; *max = limits::kMaxInputPayload; return true;
       case FrameType::kSignal: *min = *max = limits::kSignalPayload; return true;
       case FrameType::kResize: *min = *max = limits::kResizePayload; return true;
+      case FrameType::kEnv: *min = kEnvCountBytes; *max = limits::kMaxEnvPayload; return true;
       case FrameType::kStop:
       case FrameType::kEof: *min = *max = 0; return true;
       default: return false;
@@ -114,7 +116,8 @@ size_t StartFrameSize(size_t argc, const char* const* argv, ErrorCode* error) no
 }
 
 size_t EncodeStartFrame(uint16_t cols, uint16_t rows, size_t argc, const char* const* argv,
-                        uint8_t* out, size_t cap, ErrorCode* error) noexcept {
+                        uint8_t* out, size_t cap, ErrorCode* error, uint32_t flags) noexcept {
+  if ((flags & ~kStartFlagEnv) != 0) { *error = ErrorCode::kBadStart; return 0; }
   size_t payload = CheckStartArgs(cols, rows, argc, argv, error);
   if (payload == 0) return 0;
   size_t total = limits::kFrameHeaderBytes + payload;
@@ -123,7 +126,7 @@ size_t EncodeStartFrame(uint16_t cols, uint16_t rows, size_t argc, const char* c
   uint8_t* p = out + limits::kFrameHeaderBytes;
   PutU16(p, cols);
   PutU16(p + 2, rows);
-  PutU32(p + 4, 0);  // flags
+  PutU32(p + 4, flags);
   PutU32(p + 8, static_cast<uint32_t>(argc));
   p += limits::kStartFixedBytes;
   for (size_t i = 0; i < argc; ++i) {
@@ -141,7 +144,7 @@ ErrorCode ParseStartPayload(std::span<const uint8_t> payload, StartRequest* out)
   const uint8_t* p = payload.data();
   uint16_t cols = GetU16(p), rows = GetU16(p + 2);
   uint32_t flags = GetU32(p + 4), argc = GetU32(p + 8);
-  if (flags != 0) return ErrorCode::kBadStart;
+  if ((flags & ~kStartFlagEnv) != 0) return ErrorCode::kBadStart;
   if (cols < 1 || cols > limits::kMaxCols || rows < 1 || rows > limits::kMaxRows)
     return ErrorCode::kBadSize;
   if (argc == 0 || argc > limits::kMaxArgs) return ErrorCode::kBadArgc;
@@ -165,6 +168,7 @@ ErrorCode ParseStartPayload(std::span<const uint8_t> payload, StartRequest* out)
   if (off != payload.size()) return ErrorCode::kBadStart;  // trailing bytes
   out->cols = cols;
   out->rows = rows;
+  out->env = (flags & kStartFlagEnv) != 0;
   out->argv = std::move(argv);
   return ErrorCode::kOk;
 }

@@ -27,6 +27,8 @@ enum class FrameType : uint8_t {
   kStop = 0x04,    // empty: stop the unit
   kEof = 0x05,     // empty: end of input (the PTY sees ^D via script)
   kResize = 0x06,  // cols(2) rows(2) big-endian: new window size (size_message.h)
+  kEnv = 0x07,     // the environment overlay (common/env_overlay.h), only right after a
+                   // START with kStartFlagEnv, sent by the application itself
   // supervisor -> client
   kOutput = 0x81,  // raw PTY bytes, 1..kMaxOutputPayload
   kEvent = 0x82,   // JSON envelope, 2..kMaxEnvelopeBytes
@@ -62,9 +64,14 @@ struct DecodeResult {
 DecodeResult DecodeFrame(Direction dir, std::span<const uint8_t> buf) noexcept;
 
 // ---- start payload ----
+// START flags: bit 0 = an ENV frame follows on the connection. Every other
+// bit is reserved and refused (bad_start).
+inline constexpr uint32_t kStartFlagEnv = 0x1;
+
 struct StartRequest {
   uint16_t cols = limits::kDefaultCols;
   uint16_t rows = limits::kDefaultRows;
+  bool env = false;               // kStartFlagEnv: wait for the ENV frame
   std::vector<std::string> argv;  // argv[0] is the command; bytes, not text
 };
 
@@ -75,11 +82,12 @@ size_t StartFrameSize(size_t argc, const char* const* argv, ErrorCode* error) no
 // Encodes a whole START frame (header + payload) into `out` (capacity `cap`)
 // without allocating: used by the static client helper. Returns the frame size,
 // or 0 with *error set (bounds, bad size, empty command, cap too small).
+// `flags`: 0 or kStartFlagEnv.
 size_t EncodeStartFrame(uint16_t cols, uint16_t rows, size_t argc, const char* const* argv,
-                        uint8_t* out, size_t cap, ErrorCode* error) noexcept;
+                        uint8_t* out, size_t cap, ErrorCode* error, uint32_t flags = 0) noexcept;
 
 // Strict parse of a START payload: every length checked against the payload
-// and the limits, no trailing bytes, flags zero, sizes in range.
+// and the limits, no trailing bytes, no flag but kStartFlagEnv, sizes in range.
 ErrorCode ParseStartPayload(std::span<const uint8_t> payload, StartRequest* out);
 
 // ---- resize payload ----

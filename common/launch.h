@@ -16,12 +16,14 @@ namespace opencode {
 
 inline constexpr char kLaunchGoByte = 'G';
 
-// Exit statuses of the launcher's own failures. 99..125 stay clear of a
+// Exit statuses of the launcher's own failures. 98..125 stay clear of a
 // shell's 126/127 (which the command's parent reports as the command's exit,
 // like a shell), of 128+n and of systemd's 200..245; the unit channel says
 // which of a unit's statuses were the launcher's, so a command that exits with
 // one of these numbers is never mistaken for a launcher failure.
 enum LaunchStatus : uint8_t {
+  kLaunchEnv = 98,              // --exec: no 'V' packet first on the unit channel, or its overlay
+                                // broke a bound, a name, a NUL or a duplicate (common/env_overlay.h)
   kLaunchShellStep = 99,        // script's "$SHELL -c" step got anything but the fixed command line
   kLaunchNotDirectory = 100,    // fd 2 is not an open directory
   kLaunchChdir = 101,           // fchdir(2) failed
@@ -56,6 +58,7 @@ enum LaunchStatus : uint8_t {
 // The stable name of a launcher status ("" for a number that is not one).
 inline constexpr std::string_view LaunchFailureName(uint8_t status) noexcept {
   switch (status) {
+    case kLaunchEnv: return "env";
     case kLaunchShellStep: return "shell_step";
     case kLaunchNotDirectory: return "not_directory";
     case kLaunchChdir: return "chdir";

@@ -52,9 +52,42 @@ static_assert(kMaxEncodedArgvBytes + 64 < 131072, "encoded argv must fit MAX_ARG
 // Start payload: cols(2) rows(2) flags(4) argc(4) then argc * (len(4) bytes).
 inline constexpr size_t kStartFixedBytes = 12;
 inline constexpr size_t kMaxStartPayload = kStartFixedBytes + 4 * kMaxArgs + kMaxArgvTotalBytes;
+
+// ---- the application's environment overlay (ENV frame -> 'V' packet -> command) ----
+// A login environment has ~30 variables and a developer's shell a few hundred;
+// 1,024 is the argv count again, and bounds the launcher's envp array.
+inline constexpr size_t kMaxEnvVars = 1024;
+// A name is an identifier; 255 bytes is far above any real one (systemd's
+// own names are under 32) and keeps a name compare cheap.
+inline constexpr size_t kMaxEnvNameBytes = 255;
+// One "NAME=VALUE": an API key, a token or a PEM certificate fits 32 KiB many
+// times over; below the kernel's per-string MAX_ARG_STRLEN (128 KiB).
+inline constexpr size_t kMaxEnvEntryBytes = 32 * 1024;
+// All entries together. The command's execve carries argv and envp against
+// one limit, ARG_MAX: a quarter of the stack rlimit (2 MiB with the default
+// 8 MiB), never below 128 KiB. At the bounds it holds 64 KiB of argv and
+// 64 KiB of overlay, their 2,048 NULs, the fixed variables (HOME up to 4 KiB)
+// and 2,066 pointers (16.5 KiB): about 152 KiB, so the command starts unless
+// the stack rlimit is below about 608 KiB (then E2BIG: exit 126, like a shell).
+inline constexpr size_t kMaxEnvTotalBytes = 64 * 1024;
+static_assert(kMaxEnvEntryBytes + 1 < 131072, "one entry must fit MAX_ARG_STRLEN");
+// ENV payload and the 'V' packet's list: count(4) then count * (len(4) bytes).
+inline constexpr size_t kMaxEnvPayload = 4 + 4 * kMaxEnvVars + kMaxEnvTotalBytes;
+// The 'V' packet: its kind byte and the vetted list (common/channel_message.h).
+inline constexpr size_t kMaxEnvPacketBytes = 1 + kMaxEnvPayload;
+// SO_SNDBUF of the supervisor's end of a unit channel: the 'V' packet waits
+// there, written before the unit starts, until --exec reads it, and AF_UNIX
+// refuses a packet above sk_sndbuf - 32 (EMSGSIZE). The kernel doubles the
+// value: 196,608 B holds the largest 'V' packet (69,637 B) without depending
+// on net.core.wmem_default, and stays below 2 x kSocketSendBufferBytes, so the
+// supervisor's memory bound below still holds (wmem_max must allow 96 KiB;
+// its default is 208 KiB; the supervisor checks the value it got).
+inline constexpr size_t kUnitChannelSendBufferBytes = 96 * 1024;
+static_assert(2 * kUnitChannelSendBufferBytes >= kMaxEnvPacketBytes + 32, "the 'V' packet must fit");
+
 // The largest payload any frame type may declare; the decoder rejects a larger
 // length before buffering a byte of it.
-inline constexpr size_t kMaxFramePayload = kMaxStartPayload;
+inline constexpr size_t kMaxFramePayload = kMaxStartPayload > kMaxEnvPayload ? kMaxStartPayload : kMaxEnvPayload;
 
 // ---- terminal size ----
 // A window larger than 1000x1000 cells is not a terminal anyone can see; the
@@ -75,10 +108,15 @@ inline constexpr size_t kInputQueueBytes = 4 * kMaxInputPayload;
 // own small reserve so an exit or error can always be queued behind output.
 inline constexpr size_t kEnvelopeQueueBytes = 4 * (kFrameHeaderBytes + kMaxEnvelopeBytes);
 // Hard cap of all buffers of one session (handshake buffer included); checked
-// by tests/pump_test.cc with a client that never reads.
+// by tests/pump_test.cc with a client that never reads. The last term is a
+// START whose ENV frame is awaited: its parsed argv is held while the ENV
+// frame fills the handshake buffer. The vetted overlay (at most
+// kMaxEnvPacketBytes) is built and written to the unit channel within the one
+// loop callback that decoded the ENV frame, and freed before it returns: one
+// at a time in the whole supervisor, not per session.
 inline constexpr size_t kSessionMemoryCap =
     kOutputQueueBytes + kInputQueueBytes + kEnvelopeQueueBytes +
-    kFrameHeaderBytes + kMaxStartPayload;
+    kFrameHeaderBytes + kMaxFramePayload + kMaxStartPayload;
 // 1,024 concurrent PTYs. Until the supervisor talked to systemd through the
 // system bus, the cap was 128: dbus-daemon allows systemd's connection 512
 // match rules, each session cost one (AddRef) plus one per stop job, and ~500
@@ -208,7 +246,7 @@ inline constexpr uint64_t kAcceptBackoffMaxUsec = 1ULL * 1000 * 1000;
 // handshake is one of them, and its buffer is inside kSessionMemoryCap; a unit
 // on the retry list takes a slot and holds no buffer). Each term is an upper
 // bound argued from the code; docs/SECURITY.md "The supervisor's memory".
-// Session buffers: 1,024 x 413,780 B = 423,710,720 B (404.1 MiB).
+// Session buffers: 1,024 x 483,424 B = 495,026,176 B (472.1 MiB).
 inline constexpr size_t kSessionBuffersBound = kMaxSessions * kSessionMemoryCap;
 // Sockets the supervisor writes on per session: the connection, the PTY
 // stream and the unit channel. What a client or a unit writes is charged to
@@ -216,17 +254,20 @@ inline constexpr size_t kSessionBuffersBound = kMaxSessions * kSessionMemoryCap;
 // only these three count here.
 inline constexpr size_t kSocketsWrittenPerSession = 3;
 // Their send buffer: net.core.wmem_default, the kernel's default (212,992 B);
-// the supervisor sets no SO_SNDBUF. The kernel checks the limit before each
+// the supervisor sets no SO_SNDBUF except on the unit channel, where the
+// kernel's doubling of kUnitChannelSendBufferBytes stays below it. The kernel checks the limit before each
 // skb and one skb carries at most half of it, so a socket holds less than
 // twice this (truesize). An operator who raises wmem_default raises the bound.
 inline constexpr size_t kSocketSendBufferBytes = 212992;
+static_assert(2 * kUnitChannelSendBufferBytes <= kSocketSendBufferBytes,
+              "the unit channel's SO_SNDBUF keeps it inside the send buffer bound");
 // One StartTransientUnit message per session may wait for one of
 // kMaxBusCallsInFlight places: the encoded argv, D-Bus's length, NUL and
 // padding (at most 8 B) for each of its strings and the launcher's path, the
 // other properties (under 4 KiB), twice for sd-bus's growth of the body.
 inline constexpr size_t kStartMessageBytes = 2 * (kMaxEncodedArgvBytes + 8 * (kMaxArgs + 1) + 4 * 1024);
-// 423,710,720 + 1,308,622,848 (1,248 MiB of socket buffers) + 209,729,536
-// (200 MiB of start messages) = 1,942,063,104 B (1,852.1 MiB).
+// 495,026,176 + 1,308,622,848 (1,248 MiB of socket buffers) + 209,729,536
+// (200 MiB of start messages) = 2,013,378,560 B (1,920.1 MiB).
 inline constexpr size_t kSupervisorMemoryBound =
     kSessionBuffersBound + kMaxSessions * kSocketsWrittenPerSession * 2 * kSocketSendBufferBytes +
     kMaxSessions * kStartMessageBytes;
@@ -237,7 +278,7 @@ inline constexpr size_t kSupervisorMemoryBound =
 // kernel kills the supervisor, systemd restarts it and its recovery stops
 // every PTY unit, instead of the host running out of memory.
 inline constexpr size_t kSupervisorMemoryMax = size_t{3} * 1024 * 1024 * 1024;
-static_assert(kSupervisorMemoryBound == 1942063104, "the number docs/SECURITY.md states");
+static_assert(kSupervisorMemoryBound == 2013378560, "the number docs/SECURITY.md states");
 static_assert(kSupervisorMemoryMax >= kSupervisorMemoryBound + kSupervisorMemoryBound / 2,
               "MemoryMax= keeps at least half the bound again as margin");
 

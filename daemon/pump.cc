@@ -1,6 +1,7 @@
 // The session data path (see pump.h). Reading rules, in one place:
 //   AWAIT_START  RecvWithFd (MSG_CMSG_CLOEXEC); the first data segment must carry
 //                exactly one descriptor, later ones none;
+//   AWAIT_ENV    (START had kStartFlagEnv) the next frame must be ENV, no descriptor;
 //   RUNNING      decode a frame only if its effect has room: INPUT needs room
 //                in the input queue, control frames need room for a notice;
 //                otherwise stop reading the connection (EPOLLIN off);
@@ -124,7 +125,7 @@ void Pump::DetachPty() noexcept {
 
 void Pump::SetMode(Mode mode) noexcept {
   mode_ = mode;
-  if (mode == Mode::kRunning) Kick();  // frames that arrived early
+  if (mode == Mode::kRunning || mode == Mode::kAwaitEnv) Kick();  // frames that arrived early
   Update();
 }
 
@@ -141,6 +142,7 @@ void Pump::Kick() noexcept {
 int Pump::OnKick(sd_event_source* /*s*/, void* userdata) noexcept {
   auto* self = static_cast<Pump*>(userdata);
   if (self->mode_ == Mode::kRunning) self->ProcessFrames();
+  if (self->mode_ == Mode::kAwaitEnv) self->ProcessEnv();
   return 0;
 }
 
@@ -169,14 +171,14 @@ void Pump::QueueTerminal(std::string_view json) noexcept {
   terminal_.append(json);
   terminal_queued_ = true;
   mode_ = Mode::kDraining;
-  rx_.clear();
+  WipeRx();
   Update();
 }
 
 void Pump::CloseConnection() noexcept {
   conn_source_.reset();
   AsyncClose(std::move(conn_));
-  rx_.clear();
+  WipeRx();
   env_.clear();
   out_.clear();
   std::string().swap(terminal_);
@@ -203,6 +205,7 @@ void Pump::Update() noexcept {
           ev = EPOLLRDHUP;
           break;
         case Mode::kAwaitStart:
+        case Mode::kAwaitEnv:
           ev = EPOLLIN | EPOLLRDHUP;
           break;
         case Mode::kRunning:
@@ -246,6 +249,8 @@ void Pump::HandleConn(uint32_t revents) noexcept {
     switch (mode_) {
       case Mode::kAwaitStart:
         return ReadStart();
+      case Mode::kAwaitEnv:
+        return ReadEnv();
       case Mode::kRunning:
         return ReadRunning();
       case Mode::kDraining:
@@ -295,6 +300,52 @@ void Pump::ReadStart() noexcept {
   Update();
   delegate_->OnStartFrame(d.payload, std::move(start_fd_));
   // Bytes after START (sent early) stay buffered for RUNNING.
+  rx_.consume(consumed);
+  Update();
+}
+
+// What the client sent may hold its environment overlay: zeroed, then freed.
+void Pump::WipeRx() noexcept {
+  std::span<const uint8_t> r = rx_.readable();
+  if (!r.empty()) explicit_bzero(const_cast<uint8_t*>(r.data()), r.size());
+  rx_.clear();
+}
+
+void Pump::ReadEnv() noexcept {
+  std::span<uint8_t> w = rx_.writable(rx_.free());
+  if (w.empty()) return ClientError(ErrorCode::kInternal);  // an ENV frame always fits
+  RecvFdResult r = RecvWithFd(conn_.get(), w.data(), w.size(), 0, &AsyncCloseDiscard);
+  if (r.bytes < 0) {
+    if (r.bytes == -EAGAIN || r.bytes == -EINTR) return;
+    return ClientGone();
+  }
+  if (r.error != ErrorCode::kOk) return ClientError(r.error);
+  if (r.fd) {
+    AsyncClose(std::move(r.fd));
+    return ClientError(ErrorCode::kExtraDescriptor);
+  }
+  if (r.bytes == 0) {
+    client_eof_ = true;
+    Update();
+    return delegate_->OnClientEof();
+  }
+  rx_.commit(static_cast<size_t>(r.bytes));
+  ProcessEnv();
+}
+
+void Pump::ProcessEnv() noexcept {
+  if (mode_ != Mode::kAwaitEnv || !conn_ || client_gone_) return;
+  DecodeResult d = DecodeFrame(Direction::kFromClient, rx_.readable());
+  if (d.status == DecodeResult::Status::kError) return ClientError(d.error);
+  if (d.status == DecodeResult::Status::kNeedMore) return;
+  if (d.type != FrameType::kEnv) return ClientError(ErrorCode::kProtocolState);
+  size_t consumed = d.consumed;
+  mode_ = Mode::kHold;  // nothing more is read until the unit runs
+  Update();
+  delegate_->OnEnvFrame(d.payload);
+  // The overlay's bytes do not stay behind in the heap once used (a failure
+  // inside the callback already wiped the whole buffer).
+  if (rx_.size() >= consumed) explicit_bzero(const_cast<uint8_t*>(rx_.readable().data()), consumed);
   rx_.consume(consumed);
   Update();
 }
@@ -393,6 +444,7 @@ void Pump::ProcessFrames() noexcept {
         continue;
       }
       case FrameType::kStart:
+      case FrameType::kEnv:  // only right after a START that announced it
         return ClientError(ErrorCode::kProtocolState);
       default:
         return ClientError(ErrorCode::kUnknownType);

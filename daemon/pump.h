@@ -31,6 +31,9 @@ class Pump {
    public:
     // The complete START frame and the one descriptor that came with it.
     virtual void OnStartFrame(std::span<const uint8_t> payload, UniqueFd dir) noexcept = 0;
+    // The complete ENV frame (Mode::kAwaitEnv). Its bytes are zeroed in the
+    // buffer once this returns: the overlay carries secrets.
+    virtual void OnEnvFrame(std::span<const uint8_t> payload) noexcept = 0;
     // SIGNAL (arg = allowed signal number), STOP or EOF (arg 0) in RUNNING.
     virtual void OnControlFrame(FrameType type, uint8_t arg) noexcept = 0;
     // RESIZE in RUNNING, size already validated (1..1000 each). Must not
@@ -55,6 +58,7 @@ class Pump {
   enum class Mode {
     kHold,        // read nothing; notice a hang-up (authenticating, starting)
     kAwaitStart,  // read the START frame and its descriptor
+    kAwaitEnv,    // read the ENV frame (no descriptor); any other frame is protocol_state
     kRunning,     // pump both ways
     kDraining,    // after the terminal envelope: read and discard
   };
@@ -111,6 +115,9 @@ class Pump {
   void HandleConn(uint32_t revents) noexcept;
   void HandlePty(uint32_t revents) noexcept;
   void ReadStart() noexcept;
+  void ReadEnv() noexcept;
+  void ProcessEnv() noexcept;
+  void WipeRx() noexcept;
   void ReadRunning() noexcept;
   void Discard() noexcept;
   void ProcessFrames() noexcept;
@@ -134,8 +141,8 @@ class Pump {
   EventSourcePtr kick_;
   Mode mode_ = Mode::kHold;
 
-  // Client -> supervisor: undecoded bytes (one START frame fits).
-  ByteQueue rx_{limits::kFrameHeaderBytes + limits::kMaxStartPayload};
+  // Client -> supervisor: undecoded bytes (one START or ENV frame fits).
+  ByteQueue rx_{limits::kFrameHeaderBytes + limits::kMaxFramePayload};
   // INPUT payloads waiting for the PTY.
   ByteQueue in_{limits::kInputQueueBytes};
   // OUTPUT frames waiting for the client.

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/env_overlay.h"
 #include "common/envelope.h"
 #include "common/launch.h"
 #include "common/limits.h"
@@ -42,6 +43,10 @@ std::string_view ClientMessage(ErrorCode code) {
     case ErrorCode::kExtraDescriptor: return "unexpected descriptor";
     case ErrorCode::kBadUtf8: return "INPUT is not valid UTF-8";
     case ErrorCode::kBadSignal: return "signal not allowed";
+    case ErrorCode::kBadEnv: return "ENV frame malformed or missing, or a name given twice";
+    case ErrorCode::kBadEnvName: return "ENV frame: a name is not [A-Za-z_][A-Za-z0-9_]*";
+    case ErrorCode::kEnvTooMany: return "ENV frame: too many variables";
+    case ErrorCode::kEnvTooLong: return "ENV frame: a variable or all of them too long";
     case ErrorCode::kProtocolState: return "frame not allowed in this state";
     case ErrorCode::kStopFailed: return "systemd did not stop the PTY unit; it is being stopped and reaped";
     case ErrorCode::kLaunchFailed: return "the launcher refused or could not prepare the command; it did not run";
@@ -96,6 +101,7 @@ Session::Session(const SessionContext& ctx, SessionObserver* observer, UniqueFd 
 Session::~Session() {
   AsyncClose(std::move(initial_conn_));
   AsyncClose(std::move(pty_stream_));
+  AsyncClose(std::move(pending_dir_));
 }
 
 Session::HeapTrim::~HeapTrim() { malloc_trim(0); }
@@ -263,10 +269,41 @@ void Session::OnStartFrame(std::span<const uint8_t> payload, UniqueFd dir) noexc
     AsyncClose(std::move(dir));
     return Fail(ErrorCode::kNotDirectory, "descriptor is not a directory");
   }
-  StartUnit(std::move(request), std::move(dir));
+  if (request.env) {
+    // The application's ENV frame comes next on this connection, before
+    // anything is asked of systemd; the START deadline still runs.
+    pending_start_ = std::move(request);
+    pending_dir_ = std::move(dir);
+    pump_->SetMode(Pump::Mode::kAwaitEnv);
+    return;
+  }
+  uint8_t empty[kChannelEmptyEnvBytes];
+  EncodeEmptyEnvironment(empty);
+  StartUnit(std::move(request), std::move(dir), empty);
 }
 
-void Session::StartUnit(StartRequest request, UniqueFd peer_dir) noexcept {
+// The overlay is checked whole, the names the application's unit set for
+// itself are dropped (common/env_overlay.h), and the rest goes into the 'V'
+// packet on the unit channel: never into a unit property, argv, a file or
+// the journal (no name or value is logged).
+void Session::OnEnvFrame(std::span<const uint8_t> payload) noexcept {
+  if (state_ != State::kAwaitStart || !pending_start_) return Fail(ErrorCode::kProtocolState, "ENV out of state");
+  if (!peer_pidfd_ || !PidfdAlive(peer_pidfd_.get()))
+    return Fail(ErrorCode::kUnauthenticated, "the authenticated peer exited before its ENV was read");
+  if (ErrorCode c = CheckEnvList(payload.data(), payload.size()); c != ErrorCode::kOk)
+    return Fail(c, "bad ENV payload");
+  std::string packet(1 + payload.size(), '\0');
+  packet[0] = char(ChannelKind::kEnvironment);
+  size_t n = FilterEnvList(payload.data(), payload.size(), reinterpret_cast<uint8_t*>(packet.data() + 1));
+  packet.resize(1 + n);
+  StartRequest request = std::move(*pending_start_);
+  pending_start_.reset();
+  StartUnit(std::move(request), std::move(pending_dir_),
+            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(packet.data()), packet.size()));
+  explicit_bzero(packet.data(), packet.size());
+}
+
+void Session::StartUnit(StartRequest request, UniqueFd peer_dir, std::span<const uint8_t> env_packet) noexcept {
   OffLoopFd dir{std::move(peer_dir)};  // the peer's directory, whatever path is taken
   // The PTY stream. Both ends close-on-exec at birth; only ours is
   // nonblocking (the unit's stdin/stdout stay ordinary blocking sockets).
@@ -279,8 +316,9 @@ void Session::StartUnit(StartRequest request, UniqueFd peer_dir) noexcept {
   if (flags < 0 || fcntl(ours.get(), F_SETFL, flags | O_NONBLOCK) < 0)
     return Fail(ErrorCode::kInternal, absl::StrCat("fcntl(O_NONBLOCK): ", strerror(errno)));
   // The unit channel's unit end goes first on the stream, so it is waiting
-  // when the launcher starts (it reads it before anything else).
-  absl::StatusOr<UniqueFd> channel = CreateUnitChannel(ours.get());
+  // when the launcher starts (it reads it before anything else); the 'V'
+  // packet waits in the channel for --exec.
+  absl::StatusOr<UniqueFd> channel = CreateUnitChannel(ours.get(), env_packet);
   if (!channel.ok()) return Fail(ErrorCode::kInternal, SV(channel.status().message()));
   channel_ = std::make_unique<UnitChannel>(ctx_.event, std::move(*channel), static_cast<UnitChannel::Delegate*>(this));
   if (absl::Status st = channel_->Init(); !st.ok()) return Fail(ErrorCode::kInternal, SV(st.message()));
@@ -643,6 +681,8 @@ void Session::Fail(ErrorCode code, std::string_view detail) noexcept {
   auth_.reset();
   control_call_.reset();
   request_.reset();
+  pending_start_.reset();
+  AsyncClose(std::move(pending_dir_));
   AsyncClose(std::move(pty_stream_));
   channel_.reset();
   pump_->DetachPty();
@@ -686,6 +726,8 @@ void Session::DropClient() noexcept {
   auth_.reset();
   control_call_.reset();
   request_.reset();
+  pending_start_.reset();
+  AsyncClose(std::move(pending_dir_));
   AsyncClose(std::move(pty_stream_));
   channel_.reset();
   pump_->DetachPty();
@@ -709,6 +751,8 @@ size_t Session::MemoryBytes() const noexcept {
   size_t n = pump_ ? pump_->MemoryBytes() : 0;
   if (request_)
     for (const auto& a : request_->argv) n += a.size();
+  if (pending_start_)
+    for (const auto& a : pending_start_->argv) n += a.size();
   return n;
 }
 

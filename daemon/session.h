@@ -87,6 +87,7 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
 
   // Pump::Delegate
   void OnStartFrame(std::span<const uint8_t> payload, UniqueFd dir) noexcept override;
+  void OnEnvFrame(std::span<const uint8_t> payload) noexcept override;
   void OnControlFrame(FrameType type, uint8_t arg) noexcept override;
   void OnResize(uint16_t cols, uint16_t rows) noexcept override;
   void OnClientError(ErrorCode code) noexcept override;
@@ -102,7 +103,7 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   void OnCommandEnded() noexcept override;
 
   void OnAuthenticated(AuthResult result) noexcept;
-  void StartUnit(StartRequest request, UniqueFd dir) noexcept;
+  void StartUnit(StartRequest request, UniqueFd dir, std::span<const uint8_t> env_packet) noexcept;
   void OnStartReply(absl::Status status) noexcept;
   void OnSnapshot(absl::StatusOr<UnitSnapshot> snapshot) noexcept;
   void OnStarting(const UnitSnapshot& snapshot) noexcept;
@@ -164,6 +165,10 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   EventSourcePtr timer_;
   Deadline deadline_ = Deadline::kNone;
 
+  // AWAIT_START after a START with kStartFlagEnv: the request and its
+  // directory wait for the ENV frame (same deadline as START).
+  std::optional<StartRequest> pending_start_;
+  UniqueFd pending_dir_;
   // STARTING: the request stays until the read-back compared it.
   std::optional<UnitRequest> request_;
   UniqueFd pty_stream_;  // our end, attached to the pump at RUNNING

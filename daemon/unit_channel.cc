@@ -16,12 +16,29 @@
 
 namespace opencode::daemon {
 
-absl::StatusOr<UniqueFd> CreateUnitChannel(int stream) {
+absl::StatusOr<UniqueFd> CreateUnitChannel(int stream, std::span<const uint8_t> env_packet) {
+  if (env_packet.size() < kChannelEmptyEnvBytes || env_packet.size() > limits::kMaxEnvPacketBytes ||
+      env_packet[0] != uint8_t(ChannelKind::kEnvironment))
+    return Errno(EINVAL, "unit channel: not an environment packet");
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
     return Errno(errno, "unit channel: creating the pair");
   UniqueFd ours(sv[0]);
   UniqueFd theirs(sv[1]);
+  // The 'V' packet waits in our send buffer until --exec reads it: a fixed
+  // size that holds the largest one whatever wmem_default is (limits.h).
+  // wmem_max may cap what we asked for: the kernel's answer is checked.
+  int want = int(limits::kUnitChannelSendBufferBytes), got = 0;
+  socklen_t len = sizeof got;
+  if (setsockopt(ours.get(), SOL_SOCKET, SO_SNDBUF, &want, sizeof want) < 0 ||
+      getsockopt(ours.get(), SOL_SOCKET, SO_SNDBUF, &got, &len) < 0)
+    return Errno(errno, "unit channel: SO_SNDBUF");
+  if (size_t(got) < env_packet.size() + 32)
+    return Errno(EMSGSIZE, "unit channel: net.core.wmem_max is too small for the environment packet");
+  // A fresh pair's queues are empty: the one packet fits at once (no EAGAIN).
+  ssize_t sent = send(ours.get(), env_packet.data(), env_packet.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (sent < 0) return Errno(errno, "send(unit channel environment)");
+  if (size_t(sent) != env_packet.size()) return Errno(EIO, "send(unit channel environment)");
   // The unit's end is a blocking socket: the monitor sleeps in poll anyway.
   int flags = fcntl(theirs.get(), F_GETFL);
   if (flags < 0 || fcntl(theirs.get(), F_SETFL, flags & ~O_NONBLOCK) < 0)
@@ -133,6 +150,11 @@ bool UnitChannel::ReadOne() noexcept {
   // refused; so is one longer than any packet.
   bool refused = false;
   ssize_t n = RecvPacket(fd_.get(), b, sizeof b, MSG_DONTWAIT, &refused, &AsyncCloseDiscard);
+  // Every holder of the unit's end closed it with our 'V' packet unread (the
+  // launcher failed before --exec): the kernel says ECONNRESET once, and the
+  // packets the unit sent before ('F') are still queued behind it.
+  if (n == -ECONNRESET)
+    n = RecvPacket(fd_.get(), b, sizeof b, MSG_DONTWAIT, &refused, &AsyncCloseDiscard);
   if (n == -EAGAIN || n == -EINTR) return false;
   if (n <= 0) {
     reading_ = false;

@@ -2,7 +2,8 @@
 // SOCK_SEQPACKET socketpair whose other end the launcher's monitor holds
 // inside the PTY unit (docs/SECURITY.md "The unit channel"; packets in
 // common/channel_message.h).
-// Owns: our end of the pair, at most kPendingResizes (one) window size and
+// Owns: our end of the pair (the 'V' packet is written at creation and
+// never again), at most kPendingResizes (one) window size and
 // kPendingSignals (one) signal not yet written, and what the unit reported
 // (at most kUnitReports packets: the exec, then the exit or a launch failure).
 // Invariants: a write never blocks the loop (the socket is nonblocking; a full
@@ -21,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -33,11 +35,13 @@ namespace opencode::daemon {
 // The one byte that precedes the handoff descriptor on the PTY stream.
 inline constexpr char kChannelHandoffByte = 'R';
 
-// Creates the pair and sends the unit's end on `stream` (the supervisor's
-// end of the PTY stream, before StartTransientUnit) as exactly one byte
-// kChannelHandoffByte with one SCM_RIGHTS descriptor; our copy of the unit's
-// end is closed before this returns. Returns our end (nonblocking, CLOEXEC).
-absl::StatusOr<UniqueFd> CreateUnitChannel(int stream);
+// Creates the pair, writes `env_packet` (the one 'V' packet, vetted: empty
+// or built by FilterEnvList) into our end, where it waits for --exec, and
+// sends the unit's end on `stream` (the supervisor's end of the PTY stream,
+// before StartTransientUnit) as exactly one byte kChannelHandoffByte with one
+// SCM_RIGHTS descriptor; our copy of the unit's end is closed before this
+// returns. Returns our end (nonblocking, CLOEXEC).
+absl::StatusOr<UniqueFd> CreateUnitChannel(int stream, std::span<const uint8_t> env_packet);
 
 // How the command ended, as its parent inside the unit reported it.
 struct CommandExit {

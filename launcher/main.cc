@@ -6,8 +6,9 @@
 // down to --exec, whose monitor keeps it and the command never gets it.
 // Invariant: every argument is decoded from its single canonical encoding
 // before anything runs; the command gets exactly the argv the start frame
-// carried, a fixed environment, fds 0..2 on the PTY and nothing else, and it is
-// never interpreted by a shell. The first surprise ends the launcher with a
+// carried, a fixed environment overlaid with the application's (the 'V'
+// packet, --exec only: no step before the command ever holds it), fds 0..2 on
+// the PTY and nothing else, and it is never interpreted by a shell. The first surprise ends the launcher with a
 // distinct status, a one-line reason on the PTY stream and, once it holds the
 // channel, the status on the channel ('F').
 //
@@ -41,6 +42,7 @@
 
 #include "common/base64url.h"
 #include "common/dimension.h"
+#include "common/env_overlay.h"
 #include "common/errors.h"
 #include "common/launch.h"
 #include "common/limits.h"
@@ -84,6 +86,7 @@ enum Exit : int {
   kExitSignals = opencode::kLaunchSignals,
   kExitHandoff = opencode::kLaunchHandoff,
   kExitMonitor = opencode::kLaunchMonitor,
+  kExitEnv = opencode::kLaunchEnv,
   // Not launcher failures: the command's parent reports them as the
   // command's exit status, as a shell does.
   kExitCannotExecute = 126,  // the command exists but cannot be executed
@@ -133,7 +136,16 @@ char env_user[sizeof "USER=" + kMaxUserBytes];
 char env_logname[sizeof "LOGNAME=" + kMaxUserBytes];
 char env_columns[sizeof "COLUMNS=" + 4];
 char env_lines[sizeof "LINES=" + 4];
-const char* envp[16];
+// The fixed part has at most kFixedEnvSlots entries; the overlay follows.
+constexpr size_t kFixedEnvSlots = 16;
+const char* envp[kFixedEnvSlots + limits::kMaxEnvVars + 1];
+
+// The application's overlay (--exec only): the one 'V' packet as received,
+// its entries copied out NUL-terminated, and their pointers.
+uint8_t env_packet[limits::kMaxEnvPacketBytes + 1];
+char overlay_bytes[limits::kMaxEnvTotalBytes + limits::kMaxEnvVars];
+const char* overlay[limits::kMaxEnvVars];
+size_t overlay_count = 0;
 
 // The unit channel once this process holds it (fd 4, checked), else -1: a
 // launcher failure from then on is also told to the supervisor ('F').
@@ -290,22 +302,38 @@ int ReadCarried(bool require_size, Carried* c) {
 // in the C locale, so script loads no locale (setlocale(LC_ALL, "") with
 // LANG=C.UTF-8 opened 57 files per session; issue #16). It copies bytes and
 // prints nothing with -q, and dash has no locale: nothing else changes.
+// The command's (for_command) is then overlaid with the application's
+// variables (ReadOverlay): one of the same name replaces the fixed one, the
+// others are added. The chain before the command never sees the overlay.
+bool Overlaid(const char* fixed) {
+  std::string_view name = opencode::EnvEntryName(fixed);
+  for (size_t i = 0; i < overlay_count; ++i)
+    if (opencode::EnvEntryName(overlay[i]) == name) return true;
+  return false;
+}
+
 void BuildEnv(const Carried& c, const char* extra, bool for_command) {
-  size_t n = 0;
-  envp[n++] = kPath;
-  envp[n++] = kTerm;
-  if (for_command) envp[n++] = kLang;
-  if (c.home) envp[n++] = env_home;
-  if (c.user) envp[n++] = env_user;
-  if (c.logname) envp[n++] = env_logname;
+  const char* fixed[kFixedEnvSlots];
+  size_t f = 0;
+  fixed[f++] = kPath;
+  fixed[f++] = kTerm;
+  if (for_command) fixed[f++] = kLang;
+  if (c.home) fixed[f++] = env_home;
+  if (c.user) fixed[f++] = env_user;
+  if (c.logname) fixed[f++] = env_logname;
   if (for_command) {
-    envp[n++] = kShell;
+    fixed[f++] = kShell;
   } else {
-    envp[n++] = kScriptShell;
-    envp[n++] = env_columns;
-    envp[n++] = env_lines;
+    fixed[f++] = kScriptShell;
+    fixed[f++] = env_columns;
+    fixed[f++] = env_lines;
   }
-  if (extra != nullptr) envp[n++] = extra;
+  if (extra != nullptr) fixed[f++] = extra;
+  size_t n = 0;
+  for (size_t i = 0; i < f; ++i)
+    if (!for_command || !Overlaid(fixed[i])) envp[n++] = fixed[i];
+  if (for_command)
+    for (size_t i = 0; i < overlay_count; ++i) envp[n++] = overlay[i];
   envp[n] = nullptr;
 }
 
@@ -492,6 +520,38 @@ int RunShellStep(const char* command) {
   return Fail(kExitShellStep, "cannot execute /bin/sh");
 }
 
+// ---- the application's environment: the 'V' packet ----
+
+// The supervisor wrote exactly one 'V' packet into the channel before it
+// asked systemd for the unit, so it is waiting (MSG_DONTWAIT: a missing one
+// fails, never blocks). Everything is checked again here (bounds, names, no
+// NUL, no name twice: CheckEnvList), and the deny list is applied again:
+// what the supervisor vetted is re-vetted by the same code. Reading it here,
+// once, leaves nothing of it for the monitor, which never accepts 'V'.
+int ReadOverlay() {
+  bool refused = false;
+  ssize_t n = opencode::RecvPacket(kChannelFd, env_packet, sizeof env_packet, MSG_DONTWAIT, &refused);
+  if (n <= 0 || refused) return Fail(kExitEnv, "no environment packet on the unit channel");
+  if (env_packet[0] != uint8_t(opencode::ChannelKind::kEnvironment))
+    return Fail(kExitEnv, "the unit channel did not start with the environment packet");
+  const uint8_t* list = env_packet + 1;
+  size_t len = size_t(n) - 1;
+  if (ErrorCode e = opencode::CheckEnvList(list, len); e != ErrorCode::kOk)
+    return Report(STDERR_FILENO, kExitEnv, opencode::ErrorCodeName(e).data(), "environment packet rejected: ");
+  size_t used = 0;
+  overlay_count = 0;
+  opencode::ForEachEnvEntry(list, len, [&](std::string_view entry) {
+    if (opencode::DeniedEnvName(opencode::EnvEntryName(entry))) return;
+    // CheckEnvList bounded count and bytes: both arrays have room.
+    memcpy(overlay_bytes + used, entry.data(), entry.size());
+    overlay_bytes[used + entry.size()] = '\0';
+    overlay[overlay_count++] = overlay_bytes + used;
+    used += entry.size() + 1;
+  });
+  explicit_bzero(env_packet, sizeof env_packet);
+  return 0;
+}
+
 // ---- the monitor: --exec after the fork ----
 
 // Sends one packet to the supervisor. Never blocks: the monitor sends at most
@@ -673,6 +733,7 @@ int RunExec() {
   // fd 3 (this executable) and anything script or sh left open stay behind.
   if (close(kSelfFd) < 0 && errno != EBADF) return Fail(kExitCloseFds, "close(3) failed");
   if (close_range(kChannelFd + 1, ~0U, 0) < 0) return Fail(kExitCloseFds, "close_range failed");
+  if (int r = ReadOverlay(); r != 0) return r;
   BuildEnv(carried, nullptr, /*for_command=*/true);
 
   // The command is this process's child, so that its exact wait status is

@@ -36,6 +36,7 @@ struct Recorder final : Pump::Delegate {
     start_fd = std::move(dir);
     ++starts;
   }
+  void OnEnvFrame(std::span<const uint8_t>) noexcept override {}
   void OnControlFrame(FrameType, uint8_t) noexcept override {}
   void OnResize(uint16_t, uint16_t) noexcept override {}
   void OnClientError(ErrorCode code) noexcept override { errors.push_back(code); }

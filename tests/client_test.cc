@@ -238,6 +238,27 @@ TEST_F(ClientTest, DefaultSizeAndOptionOrder) {
   EXPECT_EQ(req.argv, std::vector<std::string>{"sh"});
 }
 
+// --env (no value, once, anywhere before "--") sets only START's flag 0x1;
+// without it the flag is clear. The helper sends nothing else: the ENV frame
+// is the application's.
+TEST_F(ClientTest, EnvOptionSetsTheStartFlagOnly) {
+  Result r = Run({"--cols", "100", "--env", "--rows", "30", "--", "sh", "--env"});
+  EXPECT_EQ(r.code(), kOk) << r.err;
+  Received got = ReadAll(app_.get());
+  opencode::StartRequest req = ExpectOneStartFrame(got);
+  EXPECT_TRUE(req.env);
+  EXPECT_EQ(req.cols, 100);
+  EXPECT_EQ(req.rows, 30);
+  EXPECT_EQ(req.argv, (std::vector<std::string>{"sh", "--env"}));
+}
+
+TEST_F(ClientTest, WithoutEnvTheFlagIsClear) {
+  Result r = Run({"--", "sh"});
+  EXPECT_EQ(r.code(), kOk) << r.err;
+  Received got = ReadAll(app_.get());
+  EXPECT_FALSE(ExpectOneStartFrame(got).env);
+}
+
 TEST_F(ClientTest, SizeBoundsAndReversedOptions) {
   Result r = Run({"--rows", "1000", "--cols", "1", "--", "--cols"});
   EXPECT_EQ(r.code(), kOk) << r.err;
@@ -476,6 +497,9 @@ TEST_F(ClientTest, UsageErrors) {
       {{"-c", "80", "--", "sh"}, kUsage},
       {{"--cols", "80", "--cols", "90", "--", "sh"}, kUsage},
       {{"--rows", "24", "--rows", "24", "--", "sh"}, kUsage},
+      {{"--env", "--env", "--", "sh"}, kUsage},
+      {{"--env=1", "--", "sh"}, kUsage},
+      {{"--env"}, kUsage},
       {{"--cols", "0", "--", "sh"}, kBadSize},
       {{"--cols", "1001", "--", "sh"}, kBadSize},
       {{"--cols", "080", "--", "sh"}, kBadSize},

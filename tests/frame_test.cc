@@ -1,5 +1,6 @@
 // Frame codec and START payload: round trips, incremental decoding split at
 // every byte boundary, and every malformed header and payload.
+#include "common/env_overlay.h"
 #include "common/frame.h"
 #include "common/size_message.h"
 #include "common/dimension.h"
@@ -51,6 +52,7 @@ TEST(Frame, RoundTripEveryType) {
       {Direction::kFromClient, FrameType::kStop, ""},
       {Direction::kFromClient, FrameType::kEof, ""},
       {Direction::kFromClient, FrameType::kResize, std::string("\x00\x84\x00\x28", 4)},
+      {Direction::kFromClient, FrameType::kEnv, std::string("\0\0\0\1\0\0\0\3A=1", 11)},
       {Direction::kFromSupervisor, FrameType::kOutput, std::string("\0\xff\x1b[0m", 6)},
       {Direction::kFromSupervisor, FrameType::kEvent, "{\"type\":\"notice\",\"code\":\"stopping\"}"},
   };
@@ -111,7 +113,10 @@ INSTANTIATE_TEST_SUITE_P(All, FrameMalformed, ::testing::Values(
     BadHeader{"version2", C, std::string(1, '\2'), ErrorCode::kBadVersion},
     BadHeader{"version255", S, Header(255, 0x81, 0, 1) + "x", ErrorCode::kBadVersion},
     BadHeader{"type0", C, Header(1, 0, 0, 0).substr(0, 2), ErrorCode::kUnknownType},
-    BadHeader{"type7", C, Header(1, 7, 0, 0), ErrorCode::kUnknownType},
+    BadHeader{"type8", C, Header(1, 8, 0, 0), ErrorCode::kUnknownType},
+    BadHeader{"env-from-supervisor", S, Header(1, 0x07, 0, 4), ErrorCode::kUnknownType},
+    BadHeader{"env-too-small", C, Header(1, 0x07, 0, 3), ErrorCode::kFrameTooSmall},
+    BadHeader{"env-too-large", C, Header(1, 0x07, 0, limits::kMaxEnvPayload + 1), ErrorCode::kFrameTooLarge},
     BadHeader{"output-from-client", C, Header(1, 0x81, 0, 1) + "x", ErrorCode::kUnknownType},
     BadHeader{"event-from-client", C, Header(1, 0x82, 0, 2), ErrorCode::kUnknownType},
     BadHeader{"input-from-supervisor", S, Header(1, 0x02, 0, 1), ErrorCode::kUnknownType},
@@ -218,7 +223,8 @@ TEST_P(StartMalformed, Rejected) {
 
 INSTANTIATE_TEST_SUITE_P(All, StartMalformed, ::testing::Values(
     BadStart{"short", std::string(11, '\0'), ErrorCode::kBadStart},
-    BadStart{"flags", Payload(80, 24, 1, 1, {"sh"}), ErrorCode::kBadStart},
+    BadStart{"flags", Payload(80, 24, 2, 1, {"sh"}), ErrorCode::kBadStart},
+    BadStart{"flags_env_and_more", Payload(80, 24, 3, 1, {"sh"}), ErrorCode::kBadStart},
     BadStart{"cols0", Payload(0, 24, 0, 1, {"sh"}), ErrorCode::kBadSize},
     BadStart{"rows0", Payload(80, 0, 0, 1, {"sh"}), ErrorCode::kBadSize},
     BadStart{"cols_over", Payload(1001, 24, 0, 1, {"sh"}), ErrorCode::kBadSize},
@@ -339,6 +345,125 @@ TEST(Resize, PayloadParsesEveryValidSizeAndRefusesTheRest) {
   EXPECT_EQ(ParseResizePayload(std::span<const uint8_t>(five, 3), &c, &r), ErrorCode::kFrameTooSmall);
   EXPECT_EQ(ParseResizePayload(std::span<const uint8_t>(five, 5), &c, &r), ErrorCode::kFrameTooLarge);
   EXPECT_EQ(ParseSizeMessage(five, 0, &c, &r), ErrorCode::kFrameTooSmall);
+}
+
+// ---- ENV payload (common/env_overlay.h) ----
+
+std::string EnvEntries(const std::vector<std::string>& entries, uint32_t count) {
+  std::string out = U32(count);
+  for (const std::string& e : entries) out += U32(uint32_t(e.size())) + e;
+  return out;
+}
+std::string EnvEntries(const std::vector<std::string>& entries) {
+  return EnvEntries(entries, uint32_t(entries.size()));
+}
+ErrorCode CheckEnv(const std::string& list) {
+  return CheckEnvList(reinterpret_cast<const uint8_t*>(list.data()), list.size());
+}
+
+TEST(EnvPayload, FrameBoundsAndTheLargestListDecode) {
+  size_t min = 0, max = 0;
+  ASSERT_TRUE(PayloadBounds(C, 0x07, &min, &max));
+  EXPECT_EQ(min, 4u);
+  EXPECT_EQ(max, limits::kMaxEnvPayload);
+  EXPECT_FALSE(PayloadBounds(S, 0x07, &min, &max));
+  EXPECT_LE(limits::kMaxEnvPayload, limits::kMaxFramePayload);
+  EXPECT_LE(limits::kMaxStartPayload, limits::kMaxFramePayload);
+  // kMaxEnvVars entries of kMaxEnvTotalBytes in total: the largest payload.
+  std::vector<std::string> entries;
+  for (size_t i = 0; i < limits::kMaxEnvVars; ++i)
+    entries.push_back("V" + std::to_string(10000 + i) + "=" +
+                      std::string(limits::kMaxEnvTotalBytes / limits::kMaxEnvVars - 7, 'x'));
+  std::string list = EnvEntries(entries);
+  ASSERT_EQ(list.size(), limits::kMaxEnvPayload);
+  EXPECT_EQ(CheckEnv(list), ErrorCode::kOk);
+  std::string f = Frame(FrameType::kEnv, list);
+  DecodeResult r = DecodeFrame(C, Bytes(f));
+  ASSERT_EQ(r.status, Status::kFrame);
+  EXPECT_EQ(r.type, FrameType::kEnv);
+}
+
+TEST(EnvPayload, EveryBoundAndErrorIsExact) {
+  EXPECT_EQ(CheckEnv(EnvEntries({})), ErrorCode::kOk);
+  EXPECT_EQ(CheckEnv(EnvEntries({"A=", "_b9=x=y", "PATH=/x"})), ErrorCode::kOk);
+  // structure
+  EXPECT_EQ(CheckEnv(""), ErrorCode::kBadEnv);
+  EXPECT_EQ(CheckEnv(std::string("\0\0\0", 3)), ErrorCode::kBadEnv);
+  EXPECT_EQ(CheckEnv(EnvEntries({"A=1"}, 2)), ErrorCode::kBadEnv);        // count above the entries
+  EXPECT_EQ(CheckEnv(EnvEntries({"A=1", "B=2"}, 1)), ErrorCode::kBadEnv);  // trailing bytes
+  EXPECT_EQ(CheckEnv(U32(1) + U32(5) + "A=1"), ErrorCode::kBadEnv);        // length past the end
+  EXPECT_EQ(CheckEnv(U32(1) + std::string("\0\0", 2)), ErrorCode::kBadEnv);  // truncated length
+  EXPECT_EQ(CheckEnv(EnvEntries({"NOEQUALS"})), ErrorCode::kBadEnv);
+  EXPECT_EQ(CheckEnv(EnvEntries({std::string("A=x\0y", 5)})), ErrorCode::kBadEnv);
+  EXPECT_EQ(CheckEnv(EnvEntries({"A=1", "B=2", "A=1"})), ErrorCode::kBadEnv);  // a name twice
+  EXPECT_EQ(CheckEnv(EnvEntries({"AB=1", "A=2", "ABC=3"})), ErrorCode::kOk);   // prefixes are other names
+  // names
+  for (std::string bad : {"=x", "1A=x", "A-B=x", "A.B=x", "A B=x", "\xc3\xa9=x", "A\n=x"})
+    EXPECT_EQ(CheckEnv(EnvEntries({bad})), ErrorCode::kBadEnvName) << bad;
+  std::string longest(limits::kMaxEnvNameBytes, 'N');
+  EXPECT_EQ(CheckEnv(EnvEntries({longest + "=v"})), ErrorCode::kOk);
+  EXPECT_EQ(CheckEnv(EnvEntries({longest + "N=v"})), ErrorCode::kBadEnvName);
+  // count
+  std::vector<std::string> many;
+  for (size_t i = 0; i < limits::kMaxEnvVars; ++i) many.push_back("V" + std::to_string(i) + "=");
+  EXPECT_EQ(CheckEnv(EnvEntries(many)), ErrorCode::kOk);
+  many.push_back("LAST=");
+  EXPECT_EQ(CheckEnv(EnvEntries(many)), ErrorCode::kEnvTooMany);
+  EXPECT_EQ(CheckEnv(U32(0xffffffffu)), ErrorCode::kEnvTooMany);  // before any entry is looked at
+  // one entry
+  std::string entry = "A=" + std::string(limits::kMaxEnvEntryBytes - 2, 'x');
+  EXPECT_EQ(CheckEnv(EnvEntries({entry})), ErrorCode::kOk);
+  EXPECT_EQ(CheckEnv(EnvEntries({entry + "x"})), ErrorCode::kEnvTooLong);
+  EXPECT_EQ(CheckEnv(U32(1) + U32(0xffffffffu)), ErrorCode::kEnvTooLong);  // declared, not sent
+  // all entries
+  std::string half = std::string(limits::kMaxEnvTotalBytes / 2 - 2, 'x');
+  EXPECT_EQ(CheckEnv(EnvEntries({"A=" + half, "B=" + half})), ErrorCode::kOk);
+  EXPECT_EQ(CheckEnv(EnvEntries({"A=" + half, "B=" + half, "C="})), ErrorCode::kEnvTooLong);
+}
+
+TEST(EnvPayload, TheDenyListDropsTheApplicationsUnitVariablesOnly) {
+  for (const char* n : {"INVOCATION_ID", "JOURNAL_STREAM", "NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS",
+                        "LISTEN_FDNAMES", "WATCHDOG_PID", "WATCHDOG_USEC", "SYSTEMD_EXEC_PID", "MANAGERPID",
+                        "CREDENTIALS_DIRECTORY", "RUNTIME_DIRECTORY", "STATE_DIRECTORY", "CACHE_DIRECTORY",
+                        "LOGS_DIRECTORY", "CONFIGURATION_DIRECTORY", "MAINPID", "SERVICE_RESULT", "EXIT_CODE",
+                        "EXIT_STATUS", "MONITOR_UNIT", "MONITOR_SERVICE_RESULT", "TRIGGER_UNIT", "TRIGGER_PATH",
+                        "MEMORY_PRESSURE_WATCH", "MEMORY_PRESSURE_WRITE", "FDSTORE", "OPENCODE_PTY_ARGV",
+                        "PIDFILE", "REMOTE_ADDR", "REMOTE_PORT"})
+    EXPECT_TRUE(DeniedEnvName(n)) << n;
+  for (const char* n : {"PATH", "HOME", "TERM", "OPENCODE_TERMINAL", "INVOCATION_ID_X", "XINVOCATION_ID",
+                        "MONITOR", "TRIGGER", "ANTHROPIC_API_KEY", "LISTEN", "OPENCODE_PTY_ARGVX"})
+    EXPECT_FALSE(DeniedEnvName(n)) << n;
+  std::string list = EnvEntries({"KEEP=1", "INVOCATION_ID=bogus", "MONITOR_X=2", "TERM=dumb"});
+  std::string out(list.size(), '\0');
+  size_t n = FilterEnvList(reinterpret_cast<const uint8_t*>(list.data()), list.size(),
+                           reinterpret_cast<uint8_t*>(out.data()));
+  out.resize(n);
+  EXPECT_EQ(out, EnvEntries({"KEEP=1", "TERM=dumb"}));
+  EXPECT_EQ(CheckEnv(out), ErrorCode::kOk);
+}
+
+// The START flag "an ENV frame follows" round-trips; every other bit is bad_start.
+TEST(StartPayload, OnlyTheEnvFlagIsAccepted) {
+  const char* one[] = {"sh"};
+  std::vector<uint8_t> buf(64);
+  ErrorCode e;
+  size_t n = EncodeStartFrame(80, 24, 1, one, buf.data(), buf.size(), &e, kStartFlagEnv);
+  ASSERT_GT(n, 0u);
+  StartRequest req;
+  ASSERT_EQ(ParseStartPayload(std::span<const uint8_t>(buf.data() + 8, n - 8), &req), ErrorCode::kOk);
+  EXPECT_TRUE(req.env);
+  n = EncodeStartFrame(80, 24, 1, one, buf.data(), buf.size(), &e, 0);
+  ASSERT_EQ(ParseStartPayload(std::span<const uint8_t>(buf.data() + 8, n - 8), &req), ErrorCode::kOk);
+  EXPECT_FALSE(req.env);
+  EXPECT_EQ(EncodeStartFrame(80, 24, 1, one, buf.data(), buf.size(), &e, 2), 0u);
+  EXPECT_EQ(e, ErrorCode::kBadStart);
+  for (uint32_t flags : {2u, 3u, 0x80000000u, 0xffffffffu}) {
+    buf[8 + 4] = uint8_t(flags >> 24);
+    buf[8 + 5] = uint8_t(flags >> 16);
+    buf[8 + 6] = uint8_t(flags >> 8);
+    buf[8 + 7] = uint8_t(flags);
+    EXPECT_EQ(ParseStartPayload(std::span<const uint8_t>(buf.data() + 8, n - 8), &req), ErrorCode::kBadStart) << flags;
+  }
 }
 
 }  // namespace

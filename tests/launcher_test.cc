@@ -118,6 +118,9 @@ struct LaunchOptions {
   // fork, setpgid(0, 0), before its execve: nothing else in the chain makes
   // that call (script uses setsid, sh's job control names its pid).
   bool kill_child_before_exec = false;
+  // What the supervisor writes into the unit channel before the unit starts:
+  // the one 'V' packet (empty overlay by default); nothing if empty.
+  std::string env_packet = std::string("V\0\0\0\0", 5);
 };
 
 // Kills (SECCOMP_RET_KILL_PROCESS) any process that calls setpgid(0, 0).
@@ -204,7 +207,7 @@ class LauncherTest : public ::testing::Test {
       return out;
     }
     UniqueFd mine(sv[0]), theirs(sv[1]);
-    if (!SendHandoff(mine.get(), opt.handoff, &out.channel)) return out;
+    if (!SendHandoff(mine.get(), opt.handoff, &out.channel, opt.env_packet)) return out;
     int dir = fd2 == -1 ? dir_fd_.get() : fd2;
     bool drop = geteuid() == 0;
     pid_t pid = fork();
@@ -270,7 +273,7 @@ class LauncherTest : public ::testing::Test {
   }
 
   // Sends `kind` of handoff on the stream; *channel = the supervisor's end.
-  static bool SendHandoff(int stream, Handoff kind, UniqueFd* channel) {
+  static bool SendHandoff(int stream, Handoff kind, UniqueFd* channel, const std::string& env_packet) {
     int cp[2];
     if (socketpair(AF_UNIX, (kind == Handoff::kStreamSocket ? SOCK_STREAM : SOCK_SEQPACKET) | SOCK_CLOEXEC,
                    0, cp) != 0) {
@@ -279,6 +282,11 @@ class LauncherTest : public ::testing::Test {
     }
     channel->reset(cp[0]);
     UniqueFd unit_end(cp[1]);
+    if (!env_packet.empty() &&
+        send(cp[0], env_packet.data(), env_packet.size(), MSG_NOSIGNAL) != ssize_t(env_packet.size())) {
+      ADD_FAILURE() << "env packet send: " << strerror(errno);
+      return false;
+    }
     ssize_t n = 0;
     switch (kind) {
       case Handoff::kNone:
@@ -1113,6 +1121,9 @@ std::vector<opencode::ChannelMessage> FromUnit(int channel, std::string* bad = n
   for (;;) {
     uint8_t b[opencode::kChannelMaxBytes + 1];
     ssize_t n = recv(channel, b, sizeof b, MSG_DONTWAIT);
+    // The unit's end closed with the 'V' packet unread (a failure before
+    // --exec): the kernel reports ECONNRESET once, then the queued packets.
+    if (n < 0 && errno == ECONNRESET) continue;
     if (n <= 0) break;
     opencode::ChannelMessage m;
     if (opencode::ParseFromUnit(b, size_t(n), &m) != opencode::ErrorCode::kOk) {
@@ -1360,6 +1371,105 @@ TEST_F(LauncherTest, WhenTheTerminalHangsUpTheCommandGetsSighup) {
   ASSERT_EQ(ms.size(), 2u) << Describe(ms);
   EXPECT_EQ(ms[1].how, opencode::ExitHow::kExited);
   EXPECT_EQ(ms[1].status, 0);
+}
+
+// ---------------------------------------------------------------------------
+// The application's environment: the one 'V' packet --exec reads from the
+// unit channel before it forks (common/env_overlay.h).
+
+std::string EnvPacket(const std::vector<std::string>& entries, uint32_t count) {
+  std::string out = "V";
+  auto u32 = [&](uint32_t v) {
+    char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+    out.append(b, 4);
+  };
+  u32(count);
+  for (const std::string& e : entries) {
+    u32(uint32_t(e.size()));
+    out += e;
+  }
+  return out;
+}
+std::string EnvPacket(const std::vector<std::string>& entries) {
+  return EnvPacket(entries, uint32_t(entries.size()));
+}
+
+TEST_F(LauncherTest, TheOverlayReachesTheCommandOverTheFixedEnvironment) {
+  Outcome o = Run(Encode({PROBE_PATH}),
+                  {.env_packet = EnvPacket({"OPENCODE_ENV_MARKER=m-42", "TERM=dumb", "LANG=de_DE.UTF-8",
+                                            "INVOCATION_ID=bogus", "MONITOR_UNIT=x.service",
+                                            "OPENCODE_PTY_ARGV=aZm9v", "EMPTY=", "WITH_EQ=a=b c\nd"})});
+  EXPECT_EQ(o.code(), 0) << o.output;
+  Report r = ReadReport();
+  ASSERT_TRUE(r.present) << o.output;
+  std::vector<std::string> env = r.env;
+  std::sort(env.begin(), env.end());
+  // The fixed variables an overlay names are replaced, the others stay; the
+  // names of the application's unit are dropped here too.
+  std::vector<std::string> expected = {"EMPTY=", "HOME=/nonexistent", "LANG=de_DE.UTF-8", "LOGNAME=nobody",
+                                       "OPENCODE_ENV_MARKER=m-42", "PATH=/usr/local/bin:/usr/bin:/bin",
+                                       "SHELL=/bin/sh", "TERM=dumb", "USER=nobody", "WITH_EQ=a=b c\nd"};
+  EXPECT_EQ(env, expected);
+}
+
+// The chain before the command (script, the shell step, sh -i, the
+// monitor's own exec) never holds the overlay: only the command's envp does.
+TEST_F(LauncherTest, OnlyTheCommandHoldsTheOverlay) {
+  std::string value = "only-the-command-" + std::to_string(getpid());
+  std::string walk =
+      "printf 'mine:%s\\n' \"$OPENCODE_ENV_MARKER\"; p=$PPID; while [ \"$p\" -gt 1 ]; do "
+      "tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | sed 's/^/anc:/'; "
+      "p=$(cut -d' ' -f4 /proc/$p/stat); done; echo walked";
+  Outcome o = Run(Encode({"/bin/sh", "-c", walk}), {.env_packet = EnvPacket({"OPENCODE_ENV_MARKER=" + value})});
+  EXPECT_EQ(o.code(), 0) << o.output;
+  EXPECT_NE(o.output.find("mine:" + value), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("walked"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("anc:OPENCODE_PTY_ARGV="), std::string::npos) << "the walk saw the chain: " << o.output;
+  EXPECT_EQ(o.output.find("anc:OPENCODE_ENV_MARKER"), std::string::npos) << o.output;
+}
+
+TEST_F(LauncherTest, AMissingOrBadEnvironmentPacketRunsNothing) {
+  std::vector<std::string> many;
+  for (size_t i = 0; i <= opencode::limits::kMaxEnvVars; ++i) many.push_back("V" + std::to_string(i) + "=");
+  struct Case { const char* name; std::string packet; };
+  std::vector<Case> cases = {
+      {"no packet", ""},
+      {"a window size first", std::string("W\0\x50\0\x18", 5)},
+      {"kind only", "V"},
+      {"truncated", EnvPacket({"A=1"}).substr(0, 8)},
+      {"trailing bytes", EnvPacket({"A=1"}) + "x"},
+      {"bad name", EnvPacket({"A-B=1"})},
+      {"no equals sign", EnvPacket({"AB"})},
+      {"NUL in a value", EnvPacket({std::string("A=x\0y", 5)})},
+      {"a name twice", EnvPacket({"A=1", "A=2"})},
+      {"too many", EnvPacket(many)},
+      {"one entry too long", EnvPacket({"A=" + std::string(opencode::limits::kMaxEnvEntryBytes - 1, 'x')})},
+      {"all too long", EnvPacket({"A=" + std::string(opencode::limits::kMaxEnvEntryBytes - 2, 'x'),
+                                  "B=" + std::string(opencode::limits::kMaxEnvEntryBytes - 2, 'x'),
+                                  "C=x"})},
+      {"above the packet bound", "V" + std::string(opencode::limits::kMaxEnvPacketBytes, 'x')},
+  };
+  for (const Case& c : cases) {
+    Outcome o = Run(TouchMarker(), {.env_packet = c.packet});
+    EXPECT_EQ(o.code(), opencode::kLaunchEnv) << c.name << ": " << o.output;
+    EXPECT_FALSE(Exists("marker")) << c.name;
+    std::vector<opencode::ChannelMessage> ms = FromUnit(o.channel.get());
+    ASSERT_EQ(ms.size(), 1u) << c.name;
+    EXPECT_EQ(ms[0].kind, opencode::ChannelKind::kLaunchFailed) << c.name;
+    EXPECT_EQ(ms[0].status, opencode::kLaunchEnv) << c.name;
+  }
+  EXPECT_EQ(opencode::LaunchFailureName(opencode::kLaunchEnv), "env");
+}
+
+// The monitor never takes a second 'V' for a size or a signal: it ends its
+// serving and still reports the command's exit.
+TEST_F(LauncherTest, TheMonitorRefusesASecondEnvironmentPacket) {
+  opencode::ChannelMessage m;
+  std::string v = EnvPacket({});
+  EXPECT_EQ(opencode::ParseToUnit(reinterpret_cast<const uint8_t*>(v.data()), v.size(), &m),
+            opencode::ErrorCode::kUnknownType);
+  EXPECT_EQ(opencode::ParseFromUnit(reinterpret_cast<const uint8_t*>(v.data()), v.size(), &m),
+            opencode::ErrorCode::kUnknownType);
 }
 
 }  // namespace

@@ -32,7 +32,9 @@ std::string Read(const std::string& path) {
 const std::map<std::string, std::string> kDerived = {
     {"kMaxEncodedArgvBytes", "derived from kMaxArgvTotalBytes and kMaxArgs"},
     {"kStartFixedBytes", "part of kMaxStartPayload"},
-    {"kMaxFramePayload", "equals kMaxStartPayload"},
+    {"kMaxFramePayload", "the larger of kMaxStartPayload and kMaxEnvPayload; Limits.EnvironmentBounds"},
+    {"kMaxEnvPayload", "derived from kMaxEnvVars and kMaxEnvTotalBytes; Limits.EnvironmentBounds"},
+    {"kMaxEnvPacketBytes", "kMaxEnvPayload plus the kind byte; Limits.EnvironmentBounds"},
     {"kDefaultCols", "a default, not a bound"},
     {"kDefaultRows", "a default, not a bound"},
     {"kSessionBuffersBound", "kMaxSessions x kSessionMemoryCap; Limits.SupervisorMemoryMaxIsAboveTheBound"},
@@ -105,6 +107,28 @@ TEST(Limits, SupervisorMemoryMaxIsAboveTheBound) {
   EXPECT_GE(max, opencode::limits::kSupervisorMemoryBound);
   EXPECT_EQ(opencode::limits::kSessionBuffersBound,
             opencode::limits::kMaxSessions * opencode::limits::kSessionMemoryCap);
+}
+
+// The environment overlay's bounds: every entry fits the kernel's
+// MAX_ARG_STRLEN, the ENV frame fits the handshake buffer (kMaxFramePayload),
+// the largest 'V' packet fits the unit channel's send buffer, and argv plus
+// overlay at their bounds stay inside ARG_MAX's floor plus the fixed part at
+// a quarter of a 608 KiB stack (tests/frame_test.cc, tests/unit_channel_test.cc
+// and tests/launcher_test.cc hit each bound).
+TEST(Limits, EnvironmentBounds) {
+  using namespace opencode::limits;
+  EXPECT_LT(kMaxEnvEntryBytes + 1, size_t{131072});
+  EXPECT_LE(kMaxEnvNameBytes + 1, kMaxEnvEntryBytes);
+  EXPECT_EQ(kMaxEnvPayload, 4 + 4 * kMaxEnvVars + kMaxEnvTotalBytes);
+  EXPECT_EQ(kMaxEnvPacketBytes, 1 + kMaxEnvPayload);
+  EXPECT_GE(kMaxFramePayload, kMaxEnvPayload);
+  EXPECT_GE(kMaxFramePayload, kMaxStartPayload);
+  EXPECT_GE(2 * kUnitChannelSendBufferBytes, kMaxEnvPacketBytes + 32);
+  EXPECT_LE(2 * kUnitChannelSendBufferBytes, kSocketSendBufferBytes);
+  // argv and overlay strings, their NULs, HOME and the envp/argv pointers.
+  size_t exec_bytes = kMaxArgvTotalBytes + kMaxArgs + kMaxEnvTotalBytes + kMaxEnvVars + 4096 + 256 +
+                      8 * (kMaxArgs + 1 + kMaxEnvVars + 16 + 1);
+  EXPECT_LE(exec_bytes, size_t{608} * 1024 / 4);
 }
 
 }  // namespace

@@ -27,6 +27,10 @@ struct Recorder final : Pump::Delegate {
     start_fd = std::move(dir);
     ++starts;
   }
+  void OnEnvFrame(std::span<const uint8_t> payload) noexcept override {
+    env_payload.assign(payload.begin(), payload.end());
+    ++envs;
+  }
   void OnControlFrame(FrameType type, uint8_t arg) noexcept override {
     controls.emplace_back(type, arg);
   }
@@ -37,8 +41,8 @@ struct Recorder final : Pump::Delegate {
   void OnOutputComplete() noexcept override { ++output_complete; }
   void OnFlushed() noexcept override { ++flushed; }
 
-  int starts = 0;
-  std::vector<uint8_t> start_payload;
+  int starts = 0, envs = 0;
+  std::vector<uint8_t> start_payload, env_payload;
   UniqueFd start_fd;
   std::vector<std::pair<FrameType, uint8_t>> controls;
   std::vector<std::pair<uint16_t, uint16_t>> resizes;

@@ -24,6 +24,7 @@
 
 #include "common/envelope.h"
 #include "common/launch.h"
+#include "common/env_overlay.h"
 #include "common/frame.h"
 #include "common/limits.h"
 #include "common/scm_rights.h"
@@ -59,14 +60,35 @@ struct Observer final : SessionObserver {
   int changes = 0, finished = 0;
 };
 
-std::string StartFrame(std::vector<std::string> args = {"sh", "-c", "echo hi"}) {
+std::string StartFrame(std::vector<std::string> args = {"sh", "-c", "echo hi"}, uint32_t flags = 0) {
   std::vector<const char*> argv;
   for (auto& a : args) argv.push_back(a.c_str());
   ErrorCode err;
   std::string out(StartFrameSize(argv.size(), argv.data(), &err), '\0');
   EncodeStartFrame(100, 30, argv.size(), argv.data(), reinterpret_cast<uint8_t*>(out.data()),
-                   out.size(), &err);
+                   out.size(), &err, flags);
   return out;
+}
+
+// An environment list: count, then each entry with its length (env_overlay.h).
+std::string EnvList(const std::vector<std::string>& entries, uint32_t count) {
+  std::string out;
+  auto u32 = [&](uint32_t v) {
+    char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+    out.append(b, 4);
+  };
+  u32(count);
+  for (const std::string& e : entries) {
+    u32(uint32_t(e.size()));
+    out += e;
+  }
+  return out;
+}
+std::string EnvList(const std::vector<std::string>& entries) { return EnvList(entries, uint32_t(entries.size())); }
+std::string EnvFrame(const std::vector<std::string>& entries) {
+  std::string f;
+  AppendFrame(FrameType::kEnv, EnvList(entries), &f);
+  return f;
 }
 
 // What systemd would report for the unit it made from `req`.
@@ -201,6 +223,12 @@ struct SessionTest : ::testing::Test {
     EXPECT_EQ(type, SOCK_SEQPACKET);
     EXPECT_EQ(fcntl(r.fd.get(), F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
     resize_peer = std::move(r.fd);
+    // Then --exec's 'V' packet, already waiting, first.
+    env_packet.assign(limits::kMaxEnvPacketBytes + 1, '\0');
+    ssize_t n = recv(resize_peer.get(), env_packet.data(), env_packet.size(), MSG_DONTWAIT);
+    ASSERT_GT(n, 0);
+    env_packet.resize(size_t(n));
+    EXPECT_EQ(env_packet[0], 'V');
   }
   // Every size message waiting on the unit's end of the resize channel.
   std::vector<std::pair<int, int>> ReadSizes() {
@@ -259,6 +287,7 @@ struct SessionTest : ::testing::Test {
   std::unique_ptr<Session> session;
   UnitRequest request;
   int unit_fd = -1;
+  std::string env_packet;  // the 'V' packet TakeHandoff read
   UniqueFd resize_peer;
 };
 
@@ -1314,9 +1343,9 @@ TEST_F(SessionTest, StartFrameCases) {
          UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
          t->SendStart(f, dir.get());
        }, "bad_version"},
-      {"flags set", [](SessionTest* t) {
+      {"reserved flag set", [](SessionTest* t) {
          std::string f = StartFrame();
-         f[limits::kFrameHeaderBytes + 7] = 1;  // flags (u32 after cols, rows)
+         f[limits::kFrameHeaderBytes + 7] = 2;  // flags (u32 after cols, rows); 1 is kStartFlagEnv
          UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
          t->SendStart(f, dir.get());
        }, "bad_start"},
@@ -1333,6 +1362,60 @@ TEST_F(SessionTest, StartFrameCases) {
          UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
          t->SendStart(f, dir.get());
        }, "protocol_state"},
+      {"ENV before START", [](SessionTest* t) {
+         UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+         t->SendStart(EnvFrame({"A=1"}), dir.get());
+       }, "protocol_state"},
+      {"INPUT where ENV was announced", [](SessionTest* t) {
+         std::string f = StartFrame({"sh"}, kStartFlagEnv);
+         AppendFrame(FrameType::kInput, std::string_view("x"), &f);
+         UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+         t->SendStart(f, dir.get());
+       }, "protocol_state"},
+      {"a second START where ENV was announced", [](SessionTest* t) {
+         std::string f = StartFrame({"sh"}, kStartFlagEnv) + StartFrame({"sh"}, kStartFlagEnv);
+         UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+         t->SendStart(f, dir.get());
+       }, "protocol_state"},
+      {"ENV with a descriptor", [](SessionTest* t) {
+         UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+         t->SendStart(StartFrame({"sh"}, kStartFlagEnv), dir.get());
+         testing::RunFor(t->event.get(), 20);
+         t->SendStart(EnvFrame({"A=1"}), dir.get());
+       }, "extra_descriptor"},
+      {"ENV with a bad name", [](SessionTest* t) {
+         UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+         t->SendStart(StartFrame({"sh"}, kStartFlagEnv) + EnvFrame({"A=1", "1A=2"}), dir.get());
+       }, "bad_env_name"},
+      {"ENV with a name twice", [](SessionTest* t) {
+         UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+         t->SendStart(StartFrame({"sh"}, kStartFlagEnv) + EnvFrame({"A=1", "B=2", "A=3"}), dir.get());
+       }, "bad_env"},
+      {"ENV with a NUL", [](SessionTest* t) {
+         UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+         t->SendStart(StartFrame({"sh"}, kStartFlagEnv) + EnvFrame({std::string("A=x\0y", 5)}), dir.get());
+       }, "bad_env"},
+      {"ENV with too many variables", [](SessionTest* t) {
+         std::vector<std::string> many;
+         for (size_t i = 0; i <= limits::kMaxEnvVars; ++i) many.push_back("V" + std::to_string(i) + "=");
+         UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+         t->SendStart(StartFrame({"sh"}, kStartFlagEnv), dir.get());
+         std::string f = EnvFrame(many);
+         ASSERT_EQ(write(t->client.get(), f.data(), f.size()), ssize_t(f.size()));
+       }, "env_too_many"},
+      {"ENV with a value too long", [](SessionTest* t) {
+         UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+         t->SendStart(StartFrame({"sh"}, kStartFlagEnv), dir.get());
+         std::string f = EnvFrame({"A=" + std::string(limits::kMaxEnvEntryBytes - 1, 'x')});
+         ASSERT_EQ(write(t->client.get(), f.data(), f.size()), ssize_t(f.size()));
+       }, "env_too_long"},
+      {"ENV frame above its bound", [](SessionTest* t) {
+         UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+         uint8_t h[limits::kFrameHeaderBytes];
+         EncodeHeader(FrameType::kEnv, limits::kMaxEnvPayload + 1, h);
+         std::string f = StartFrame({"sh"}, kStartFlagEnv) + std::string(reinterpret_cast<char*>(h), sizeof h);
+         t->SendStart(f, dir.get());
+       }, "frame_too_large"},
   };
   for (auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -1446,6 +1529,69 @@ TEST_F(SessionTest, ArgvAtTheExactEncodedMaximumStartsAndOneByteMoreIsRefused) {
     }
     session.reset();
   }
+}
+
+// START with kStartFlagEnv, then the application's ENV frame: systemd is
+// asked only after it, the unit request carries none of it, and the unit
+// channel's first packet is 'V' with the overlay minus the names that
+// describe the application's unit (common/env_overlay.h), in order.
+TEST_F(SessionTest, EnvOverlayReachesTheChannelWithoutTheDeniedNames) {
+  reader.fd = client.get();
+  Begin();
+  UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  SendStart(StartFrame({"sh", "-c", "echo hi"}, kStartFlagEnv), dir.get());
+  testing::RunFor(event.get(), 50);
+  EXPECT_EQ(systemd.Count("StartUnit"), 0u);  // waits for ENV
+  EXPECT_EQ(session->state(), Session::State::kAwaitStart);
+  std::string f = EnvFrame({"OPENCODE_ENV_MARKER=s3cret", "INVOCATION_ID=bogus", "TERM=dumb",
+                            "MONITOR_UNIT=x.service", "TRIGGER_PATH=/x", "NOTIFY_SOCKET=/run/x",
+                            "OPENCODE_PTY_ARGV=aaa", "LISTEN_FDS=3", "EMPTY="});
+  ASSERT_EQ(write(client.get(), f.data(), f.size()), ssize_t(f.size()));
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StartUnit") != nullptr; }));
+  auto call = systemd.Pending_("StartUnit");
+  request = *call->request;
+  unit_fd = call->stream_fd;
+  for (const std::string& a : request.argv) EXPECT_EQ(a.find("s3cret"), std::string::npos);
+  TakeHandoff();
+  EXPECT_EQ(env_packet, "V" + EnvList({"OPENCODE_ENV_MARKER=s3cret", "TERM=dumb", "EMPTY="}));
+  StartJobDone();
+  ASSERT_TRUE(systemd.AnswerSnapshot(GoodSnapshot(request)));
+  ASSERT_TRUE(Wait([&] { return session->state() == Session::State::kRunning; }));
+  // A second ENV, once RUNNING, breaks the protocol.
+  ASSERT_EQ(write(client.get(), f.data(), f.size()), ssize_t(f.size()));
+  ASSERT_TRUE(Wait([&] {
+    reader.Drain();
+    return !reader.events.empty() && reader.events.back().find("\"error\"") != std::string::npos;
+  }));
+  EXPECT_EQ(Code(Terminal()), "protocol_state");
+}
+
+// Without the flag the channel still starts with a 'V' packet: an empty one.
+TEST_F(SessionTest, WithoutTheFlagTheEnvPacketIsEmptyAndAnEnvFrameIsRefused) {
+  reader.fd = client.get();
+  ToRunning();
+  EXPECT_EQ(env_packet, std::string("V\0\0\0\0", 5));
+  std::string f = EnvFrame({"A=1"});
+  ASSERT_EQ(write(client.get(), f.data(), f.size()), ssize_t(f.size()));
+  ASSERT_TRUE(Wait([&] {
+    reader.Drain();
+    return !reader.events.empty() && reader.events.back().find("\"error\"") != std::string::npos;
+  }));
+  EXPECT_EQ(Code(Terminal()), "protocol_state");
+}
+
+// An announced ENV frame that never comes: the START deadline ends it, and
+// systemd was never asked.
+TEST_F(SessionTest, AnAnnouncedEnvFrameThatNeverComesIsAStartTimeout) {
+  reader.fd = client.get();
+  Begin();
+  UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  std::string f = StartFrame({"sh"}, kStartFlagEnv) + EnvFrame({"A=1"}).substr(0, 10);  // a partial ENV
+  SendStart(f, dir.get());
+  ASSERT_TRUE(Wait([&] { return !reader.Drain(); },
+                   static_cast<int>(limits::kStartFrameDeadlineUsec / 1000) + 2000));
+  EXPECT_EQ(Code(Terminal()), "start_timeout");
+  EXPECT_EQ(systemd.Count("StartUnit"), 0u);
 }
 
 TEST_F(SessionTest, StartFrameDeadline) {

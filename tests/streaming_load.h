@@ -63,6 +63,7 @@ class StreamingLoad final : public Pump::Delegate {
     while (!stop_ && (n = recv(fd, buf.data(), buf.size(), 0)) > 0) read_ += size_t(n);
   }
   void OnStartFrame(std::span<const uint8_t>, UniqueFd) noexcept override { failed_ = true; }
+  void OnEnvFrame(std::span<const uint8_t>) noexcept override { failed_ = true; }
   void OnControlFrame(FrameType, uint8_t) noexcept override { failed_ = true; }
   void OnResize(uint16_t, uint16_t) noexcept override { failed_ = true; }
   void OnClientError(ErrorCode) noexcept override { failed_ = true; }

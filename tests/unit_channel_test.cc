@@ -11,12 +11,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "common/limits.h"
 #include "common/scm_rights.h"
+#include "common/env_overlay.h"
 #include "common/size_message.h"
 #include "daemon/unit_channel.h"
 #include "tests/daemon_test_util.h"
@@ -39,7 +42,9 @@ struct UnitChannelTest : ::testing::Test, UnitChannel::Delegate {
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
     stream_ours.reset(sv[0]);
     stream_unit.reset(sv[1]);
-    absl::StatusOr<UniqueFd> ch = CreateUnitChannel(stream_ours.get());
+    uint8_t empty[kChannelEmptyEnvBytes];
+    EncodeEmptyEnvironment(empty);
+    absl::StatusOr<UniqueFd> ch = CreateUnitChannel(stream_ours.get(), empty);
     ASSERT_TRUE(ch.ok()) << ch.status();
     char byte = 0;
     RecvFdResult r = RecvWithFd(stream_unit.get(), &byte, 1, MSG_DONTWAIT);
@@ -47,6 +52,10 @@ struct UnitChannelTest : ::testing::Test, UnitChannel::Delegate {
     ASSERT_EQ(byte, 'R');
     ASSERT_TRUE(r.fd.valid());
     peer = std::move(r.fd);
+    // The 'V' packet is already waiting, first, exactly as written.
+    uint8_t v[16];
+    ASSERT_EQ(recv(peer.get(), v, sizeof v, MSG_DONTWAIT), ssize_t(sizeof empty));
+    ASSERT_EQ(memcmp(v, empty, sizeof empty), 0);
     channel = std::make_unique<UnitChannel>(event.get(), std::move(*ch), this);
     ASSERT_TRUE(channel->Init().ok());
   }
@@ -142,8 +151,83 @@ TEST(UnitChannelHandoff, FailsCleanlyOnAClosedStream) {
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
   UniqueFd a(sv[0]);
   close(sv[1]);
-  absl::StatusOr<UniqueFd> ch = CreateUnitChannel(a.get());
+  uint8_t empty[kChannelEmptyEnvBytes];
+  EncodeEmptyEnvironment(empty);
+  absl::StatusOr<UniqueFd> ch = CreateUnitChannel(a.get(), empty);
   EXPECT_FALSE(ch.ok());
+}
+
+// A launcher that fails before --exec leaves the 'V' packet unread when the
+// unit's end closes: the kernel then reports ECONNRESET once on our end, and
+// the failure report ('F') queued before it is still read.
+TEST_F(UnitChannelTest, AFailureReportBehindAnUnreadEnvironmentPacketIsRead) {
+  uint8_t v[] = {'V', 0, 0, 0, 1, 0, 0, 0, 3, 'A', '=', '1'};
+  absl::StatusOr<UniqueFd> ch = CreateUnitChannel(stream_ours.get(), v);
+  ASSERT_TRUE(ch.ok()) << ch.status();
+  char byte = 0;
+  RecvFdResult r = RecvWithFd(stream_unit.get(), &byte, 1, MSG_DONTWAIT);
+  ASSERT_TRUE(r.fd.valid());
+  UnitChannel second(event.get(), std::move(*ch), this);
+  ASSERT_TRUE(second.Init().ok());
+  uint8_t f[kChannelFailedBytes];
+  EncodeLaunchFailed(105, f);
+  ASSERT_EQ(send(r.fd.get(), f, sizeof f, MSG_NOSIGNAL), ssize_t(sizeof f));
+  r.fd.reset();  // closed with 'V' unread
+  second.Drain();
+  ASSERT_TRUE(second.launch_failure().has_value());
+  EXPECT_EQ(*second.launch_failure(), 105);
+}
+
+// The largest 'V' packet (kMaxEnvPacketBytes) is queued at creation, before
+// anyone reads the unit's end, and arrives whole as one packet: SO_SNDBUF
+// (kUnitChannelSendBufferBytes) holds it whatever wmem_default is.
+TEST(UnitChannelCreate, TheLargestEnvironmentPacketWaitsWholeForTheUnit) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd ours(sv[0]), unit(sv[1]);
+  std::string packet(1, 'V');
+  packet.append("\0\0\4\0", 4);  // count 1,024
+  for (size_t i = 0; i < limits::kMaxEnvVars; ++i) {
+    std::string name = "V" + std::to_string(10000 + i);  // 6 bytes
+    std::string entry = name + "=" + std::string(limits::kMaxEnvTotalBytes / limits::kMaxEnvVars - 7, 'x');
+    uint32_t n = uint32_t(entry.size());
+    char len[4] = {char(n >> 24), char(n >> 16), char(n >> 8), char(n)};
+    packet.append(len, 4);
+    packet += entry;
+  }
+  ASSERT_EQ(packet.size(), limits::kMaxEnvPacketBytes);
+  ASSERT_EQ(CheckEnvList(reinterpret_cast<const uint8_t*>(packet.data()) + 1, packet.size() - 1), ErrorCode::kOk);
+  absl::StatusOr<UniqueFd> ch = CreateUnitChannel(
+      ours.get(), std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(packet.data()), packet.size()));
+  ASSERT_TRUE(ch.ok()) << ch.status();
+  int sndbuf = 0;
+  socklen_t sl = sizeof sndbuf;
+  ASSERT_EQ(getsockopt(ch->get(), SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl), 0);
+  EXPECT_LE(size_t(sndbuf), 2 * limits::kUnitChannelSendBufferBytes);  // the kernel doubles it
+  EXPECT_LE(size_t(sndbuf), limits::kSocketSendBufferBytes);             // the memory bound's premise
+  char byte = 0;
+  RecvFdResult r = RecvWithFd(unit.get(), &byte, 1, MSG_DONTWAIT);
+  ASSERT_TRUE(r.fd.valid());
+  std::string got(limits::kMaxEnvPacketBytes + 1, '\0');
+  ASSERT_EQ(recv(r.fd.get(), got.data(), got.size(), MSG_DONTWAIT), ssize_t(packet.size()));
+  got.resize(packet.size());
+  EXPECT_EQ(got, packet);
+}
+
+// Only a 'V' packet within its bound is written at creation.
+TEST(UnitChannelCreate, RefusesAnythingButAnEnvironmentPacket) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd ours(sv[0]), unit(sv[1]);
+  const uint8_t w[5] = {'W', 0, 80, 0, 24};
+  EXPECT_FALSE(CreateUnitChannel(ours.get(), w).ok());
+  const uint8_t shortv[4] = {'V', 0, 0, 0};
+  EXPECT_FALSE(CreateUnitChannel(ours.get(), shortv).ok());
+  std::vector<uint8_t> big(limits::kMaxEnvPacketBytes + 1, 0);
+  big[0] = 'V';
+  EXPECT_FALSE(CreateUnitChannel(ours.get(), big).ok());
+  char byte;
+  EXPECT_EQ(recv(unit.get(), &byte, 1, MSG_DONTWAIT), -1);  // no handoff was sent
 }
 
 // One signal at a time: a second while one is pending is refused; the

@@ -17,6 +17,13 @@
 # file, /proc/<pid>/cmdline and environ of every process of the unit and the
 # journal, first with /proc as it is, then with /proc remounted
 # hidepid=invisible.
+# The same session also carries the application's environment overlay (the
+# stand-in sends --env and an ENV frame, as opencode does): a random
+# OPENCODE_ENV_MARKER and INVOCATION_ID=bogus. The command's own environ holds
+# the marker and no INVOCATION_ID at all (root reads it: the control), and
+# neither `other` nor root finds the marker in the unit's properties, the
+# transient unit file or the journal; `other` finds it in no process's
+# cmdline or environ (docs/SECURITY.md "The application's environment").
 . /vm-tests/lib/check.sh
 . /vm-tests/lib/supervisor-setup.sh
 here=$(dirname "$0")
@@ -29,6 +36,8 @@ marker=argv-marker-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 # The marker's ExecStart token: "a" + unpadded base64url (common/base64url).
 enc=$(python3 -c 'import base64, sys; print("a" + base64.urlsafe_b64encode(sys.argv[1].encode()).decode().rstrip("="))' "$marker")
 echo "marker $marker, its ExecStart token $enc"
+envmarker=env-marker-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+echo "environment marker $envmarker"
 
 session_units() {
   systemctl list-units --all --plain --no-legend 'opencode-pty-*.service' | awk '{print $1}' |
@@ -79,9 +88,13 @@ check "other is an ordinary user: uid 1001, in neither systemd-journal nor adm" 
 
 # --- one live session, one launcher at its gate ----------------------------------------------
 rm -f "$RUN/argv-ready" "$RUN/argv-done"
-python3 "$STANDIN" call '{"argv":["sh","-c","sleep 600; exit 0","'"$marker"'"],"timeout":400,
+# The request on stdin (printf is the shell's builtin): the environment
+# marker must be in no command line, the harness's own included.
+printf '%s' '{"argv":["sh","-c","sleep 600; exit 0","'"$marker"'"],"timeout":400,
+  "env":{"OPENCODE_ENV_MARKER":"'"$envmarker"'","INVOCATION_ID":"bogus","TERM":"xterm-256color"},
   "steps":[{"expect":"started"},{"touch":"/run/opencode-test/argv-ready"},
-  {"wait_file":"/run/opencode-test/argv-done","timeout":300},{"stop":true}]}' > "$tmp/live.json" 2>&1 &
+  {"wait_file":"/run/opencode-test/argv-done","timeout":300},{"stop":true}]}' |
+  python3 "$STANDIN" call - > "$tmp/live.json" 2>&1 &
 livepid=$!
 check "a session with the marker in argv started" wait_for 30 test -e "$RUN/argv-ready"
 # Only now: the supervisor's start-up recovery stops every opencode-pty-*
@@ -163,6 +176,36 @@ check "$P sees the argv in ps: yes (the command's in plain text, the gate's enco
 # copy of the encoded argv (OPENCODE_PTY_ARGV), as it can read everything of its own.
 as_user byk byk-environ-script cat "/proc/$script/environ"
 check "the session's own user (byk) reads OPENCODE_PTY_ARGV in script's environ: yes, base64url-encoded" seen byk-environ-script encoded
+
+# --- the application's environment overlay (no hidepid) ---------------------------------------
+# nomark NAME: the read NAME (whatever its status) shows no environment marker.
+nomark() {
+  echo "exit $(cat "$tmp/$1.rc"), $(wc -c < "$tmp/$1.out") bytes; stderr $(head -c 200 "$tmp/$1.err" | tr '\n' ' ')"
+  ! grep -aqF -- "$envmarker" "$tmp/$1.out" "$tmp/$1.err"
+}
+check "the command got the overlay: its environ (read as root) holds OPENCODE_ENV_MARKER and no INVOCATION_ID" sh -c '
+  tr "\0" "\n" < /proc/$1/environ | sort | sed "s/=.*//" | tr "\n" " "; echo
+  tr "\0" "\n" < /proc/$1/environ | grep -qxF "OPENCODE_ENV_MARKER=$2" &&
+  ! tr "\0" "\n" < /proc/$1/environ | grep -q "^INVOCATION_ID="' - "$command" "$envmarker"
+check "the chain before the command (script, the monitor) never held the overlay (root reads their environ)" sh -c '
+  for p in $1 $2; do ! grep -aqF -- "$3" /proc/$p/environ || exit 1; done' - "$script" "$monitor" "$envmarker"
+as_user other env-show systemctl show "$u"
+as_user other env-busctl busctl --system get-property org.freedesktop.systemd1 "$path" org.freedesktop.systemd1.Service Environment
+as_user other env-transient cat "/run/systemd/transient/$u"
+as_user other env-proc sh -c 'for p in /proc/[0-9]*; do cat "$p/cmdline" "$p/environ"; done 2>/dev/null; true'
+as_user other env-journal journalctl -b --no-pager -o export
+E="no hidepid: another user"
+check "$E finds the environment marker in no property of the unit (systemctl show: ExecStart, Environment, all)" nomark env-show
+check "$E finds no environment marker in the unit's Environment over D-Bus" nomark env-busctl
+check "$E finds no environment marker in /run/systemd/transient/<unit>" nomark env-transient
+check "$E finds the environment marker in no /proc/<pid>/cmdline or environ of any process" nomark env-proc
+check "$E finds no environment marker in the journal" nomark env-journal
+systemctl show "$u" > "$tmp/env-root-show.out" 2> "$tmp/env-root-show.err"; echo $? > "$tmp/env-root-show.rc"
+cat "/run/systemd/transient/$u" > "$tmp/env-root-transient.out" 2> "$tmp/env-root-transient.err"; echo $? > "$tmp/env-root-transient.rc"
+journalctl -b --no-pager -o export > "$tmp/env-root-journal.out" 2> "$tmp/env-root-journal.err"; echo $? > "$tmp/env-root-journal.rc"
+check "root finds the environment marker in no property of the unit (systemctl show)" nomark env-root-show
+check "root finds no environment marker in /run/systemd/transient/<unit>" nomark env-root-transient
+check "root finds no environment marker in the journal (the supervisor logs no name or value)" nomark env-root-journal
 
 # --- /proc remounted hidepid=invisible ---------------------------------------------------------
 hidepid_ok=0

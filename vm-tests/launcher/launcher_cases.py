@@ -7,8 +7,10 @@ socketpair as StandardInputFileDescriptor and StandardOutputFileDescriptor, an
 opened directory as StandardErrorFileDescriptor, User=byk,
 Environment=COLUMNS/LINES, ExecStart = the launcher + one canonical encoded
 argument per argv element, AddRef=yes + CollectMode=inactive-or-failed. Like
-the supervisor, it first sends the unit channel handoff on the stream (one
-byte 'R' + the unit's end of an AF_UNIX SOCK_SEQPACKET socketpair). It
+the supervisor, it first writes the one 'V' packet (the command's environment
+overlay, empty unless a case gives one) into its end of an AF_UNIX
+SOCK_SEQPACKET socketpair and sends the unit channel handoff on the stream
+(one byte 'R' + the unit's end). It
 reads the PTY stream to EOF, reads ExecMainCode/ExecMainStatus/Result,
 Unref()s the unit and proves it is gone (NoSuchUnit).
 
@@ -33,6 +35,11 @@ manager = dbus.Interface(bus.get_object("org.freedesktop.systemd1", "/org/freede
                          "org.freedesktop.systemd1.Manager")
 
 
+def env_packet(entries):
+    """The unit channel's 'V' packet: count, then each b"NAME=VALUE" with its length."""
+    return b"V" + struct.pack(">I", len(entries)) + b"".join(struct.pack(">I", len(e)) + e for e in entries)
+
+
 def encode(raw):
     return "a" + base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -42,11 +49,12 @@ class Run:
     `tokens`: launcher arguments passed as given (hostile cases)."""
 
     def __init__(self, workdir, args=None, tokens=None, cols="120", rows="40", stdin=None, handoff=True,
-                 go=True, on_output=None, typed_after=None):
+                 go=True, on_output=None, typed_after=None, overlay=()):
         tokens = list(tokens) if tokens is not None else [encode(a) for a in args]
         self.unit = "opencode-pty-vmtest-%s.service" % os.urandom(16).hex()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.channel, unit_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.channel.send(env_packet(overlay))
         if handoff:
             socket.send_fds(ours, [b"R"], [unit_end.fileno()])
         unit_end.close()
@@ -179,6 +187,18 @@ def case_environment(workdir, probe):
     expect("default signal state", rep["sigblk"] == ["0000000000000000"] and rep["sigign"] == ["0000000000000000"],
            (rep["sigblk"], rep["sigign"]))
     expect("command is the terminal's foreground group", rep["pgrp-is-foreground"] == ["1"], rep)
+    # The application's overlay, on a real unit: it replaces fixed values and
+    # adds its own; the names of the application's unit are dropped.
+    os.unlink(os.path.join(workdir, "probe-report"))
+    r = Run(workdir, [probe.encode()], overlay=[b"OPENCODE_ENV_MARKER=vm-overlay", b"TERM=dumb",
+                                                b"INVOCATION_ID=bogus", b"TRIGGER_UNIT=x.path"])
+    print(r)
+    expect_exit(r, 0)
+    env = sorted(bytes.fromhex(e).decode() for e in read_report(workdir).get("env", []))
+    want = sorted(["HOME=/home/byk", "USER=byk", "LOGNAME=byk", "SHELL=/bin/sh",
+                   "PATH=/usr/local/bin:/usr/bin:/bin", "TERM=dumb", "LANG=C.UTF-8",
+                   "OPENCODE_ENV_MARKER=vm-overlay"])
+    expect("the overlay is applied to the command", env == want, env)
 
 
 def hostile_vectors(probe):
@@ -289,7 +309,10 @@ def unit_packets(channel):
     channel.settimeout(10)
     out = []
     while True:
-        p = channel.recv(16)
+        try:
+            p = channel.recv(16)
+        except ConnectionResetError:  # the unit closed it with the 'V' packet unread: once
+            continue
         if p == b"":
             return out
         out.append(p)

@@ -25,7 +25,7 @@ SUPERVISOR = "/run/opencode-pty/supervisor.sock"
 HELPER = "/usr/local/libexec/opencode-pty-client"
 CONTROL = "/run/opencode-test/control.sock"
 
-START, INPUT, SIGNAL, STOP, EOF = 0x01, 0x02, 0x03, 0x04, 0x05
+START, INPUT, SIGNAL, STOP, EOF, ENV = 0x01, 0x02, 0x03, 0x04, 0x05, 0x07
 OUTPUT, EVENT = 0x81, 0x82
 
 
@@ -33,8 +33,15 @@ def frame(ftype, payload=b""):
     return struct.pack(">BBHI", 1, ftype, 0, len(payload)) + payload
 
 
-def spawn_helper(conn, dirfd, argv, cols, rows):
-    """Runs the real helper with fd 3 = dup(conn), fd 4 = dirfd, nothing else."""
+def env_payload(env):
+    """The ENV frame's payload: count, then each NAME=VALUE with its length."""
+    entries = [("%s=%s" % kv).encode() for kv in env.items()]
+    return struct.pack(">I", len(entries)) + b"".join(struct.pack(">I", len(e)) + e for e in entries)
+
+
+def spawn_helper(conn, dirfd, argv, cols, rows, env=False):
+    """Runs the real helper with fd 3 = dup(conn), fd 4 = dirfd, nothing else
+    (with --env when the application sends an ENV frame after it)."""
     pid = os.fork()
     if pid == 0:
         try:
@@ -46,7 +53,8 @@ def spawn_helper(conn, dirfd, argv, cols, rows):
             null = os.open("/dev/null", os.O_RDONLY)
             os.dup2(null, 0)
             os.close(null)
-            os.execv(HELPER, [HELPER, "--cols", str(cols), "--rows", str(rows), "--"] + argv)
+            os.execv(HELPER, [HELPER, "--cols", str(cols), "--rows", str(rows)] + (["--env"] if env else []) +
+                     ["--"] + argv)
         except BaseException as e:  # report why the helper never ran
             os.write(2, ("standin: cannot run the helper: %r\n" % (e,)).encode())
         finally:
@@ -126,7 +134,12 @@ def run_session(req):
     if req.get("raw"):
         res["raw"] = raw_start(c, dirfd, req["raw"])
     else:
-        res["helper_status"] = spawn_helper(c.sock, dirfd, argv, req.get("cols", 80), req.get("rows", 24))
+        env = req.get("env")
+        res["helper_status"] = spawn_helper(c.sock, dirfd, argv, req.get("cols", 80), req.get("rows", 24),
+                                            env is not None)
+        # As the application does: its own ENV frame, once the helper exited 0.
+        if env is not None and res["helper_status"] == 0:
+            c.send(ENV, env_payload(env))
     os.close(dirfd)
 
     def take(f):
@@ -419,7 +432,9 @@ if __name__ == "__main__":
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         serve()
     elif mode == "call":
-        call(sys.argv[2])
+        # "-": the request from stdin, so that a secret in it (argv.sh's
+        # environment marker) is in no process's command line.
+        call(sys.stdin.read() if sys.argv[2] == "-" else sys.argv[2])
     elif mode == "oneshot":
         print(json.dumps(scenario(json.loads(sys.argv[2]))))
     else:
