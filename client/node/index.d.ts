@@ -15,6 +15,16 @@ export interface SpawnOptions {
    *  environment is always the launcher's fixed allowlist, never this
    *  process's variables. Any other object throws PtyError "env_fixed". */
   env?: NodeJS.ProcessEnv | Record<string, never>;
+  /** Variables for the command only, overlaid on the launcher's fixed
+   *  environment (a name given here replaces the fixed one). Names
+   *  [A-Za-z_][A-Za-z0-9_]* of at most limits.maxEnvNameBytes, at most
+   *  limits.maxEnvVars of them, each "NAME=VALUE" at most
+   *  limits.maxEnvEntryBytes and all of them at most limits.maxEnvTotalBytes
+   *  (else PtyError bad_env_name, env_too_many, env_too_long; a NUL: bad_env).
+   *  Sent on this PTY's own connection, never in argv or the unit; the
+   *  supervisor leaves out the variables of the application's own unit
+   *  (INVOCATION_ID, NOTIFY_SOCKET, ...: docs/SECURITY.md). */
+  extraEnv?: Record<string, string>;
   /** node-pty's terminal type: only "xterm-256color", the TERM the launcher
    *  sets; anything else throws PtyError "env_fixed". */
   name?: 'xterm-256color';

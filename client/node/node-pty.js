@@ -69,13 +69,18 @@ function signalNumberOf(name) {
   return Number.isInteger(n) ? n : undefined;
 }
 
+// A name the supervisor can pass (common/env_overlay.h ValidEnvName).
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
 // node-pty's env: any object; entries whose value is undefined are left out
 // (its IBasePtyForkOptions allows them), every other value must be a string.
+// A name no shell could use (process.env may hold one, e.g. "a-b") is left
+// out as a shell leaves it out of its own variables.
 function overlayOf(env, name) {
   const overlay = {};
   for (const key of Object.keys(env)) {
     const value = env[key];
-    if (value === undefined) continue;
+    if (value === undefined || !ENV_NAME.test(key) || key.length > limits.maxEnvNameBytes) continue;
     if (typeof value !== 'string') {
       throw new TypeError(`spawn: env.${key} must be a string, not ${typeof value}`);
     }

@@ -18,6 +18,11 @@ const WIRE_LIMITS = Object.freeze({
   maxArgs: 1024,             // kMaxArgs
   maxArgBytes: 32768,        // kMaxArgBytes
   maxArgvTotalBytes: 65536,  // kMaxArgvTotalBytes
+  maxEnvVars: 1024,          // kMaxEnvVars
+  maxEnvNameBytes: 255,      // kMaxEnvNameBytes
+  maxEnvEntryBytes: 32768,   // kMaxEnvEntryBytes
+  maxEnvTotalBytes: 65536,   // kMaxEnvTotalBytes
+  maxEnvPayload: 69636,      // kMaxEnvPayload
   maxCols: 1000,             // kMaxCols
   maxRows: 1000,             // kMaxRows
   defaultCols: 80,           // kDefaultCols
@@ -38,6 +43,7 @@ const FRAME_TYPE = Object.freeze({
   STOP: 0x04,    // kStop
   EOF: 0x05,     // kEof
   RESIZE: 0x06,  // kResize
+  ENV: 0x07,     // kEnv
   OUTPUT: 0x81,  // kOutput
   EVENT: 0x82,   // kEvent
 });
@@ -84,6 +90,7 @@ const HELPER_STATUS = Object.freeze({
 // common/launch.h LaunchStatus and LaunchFailureName: the launcher's failure
 // statuses (the `status` of a launch_failed error) and their names (its `reason`).
 const LAUNCH_STATUS = Object.freeze({
+  98: 'env',                // kLaunchEnv
   99: 'shell_step',         // kLaunchShellStep
   100: 'not_directory',     // kLaunchNotDirectory
   101: 'chdir',             // kLaunchChdir
@@ -126,6 +133,10 @@ const ERROR_CODES = Object.freeze([
   'argv_too_long',           // kArgvTooLong
   'empty_command',           // kEmptyCommand
   'bad_size',                // kBadSize
+  'bad_env',                 // kBadEnv
+  'bad_env_name',            // kBadEnvName
+  'env_too_many',            // kEnvTooMany
+  'env_too_long',            // kEnvTooLong
   'no_descriptor',           // kNoDescriptor
   'extra_descriptor',        // kExtraDescriptor
   'truncated_control',       // kTruncatedControl

@@ -20,6 +20,7 @@ const BOUNDS = Object.freeze({
     [FrameType.STOP, [0, 0]],
     [FrameType.EOF, [0, 0]],
     [FrameType.RESIZE, [WIRE_LIMITS.resizePayload, WIRE_LIMITS.resizePayload]],
+    [FrameType.ENV, [4, WIRE_LIMITS.maxEnvPayload]],
   ]),
   fromSupervisor: new Map([
     [FrameType.OUTPUT, [1, limits.maxOutputPayload]],

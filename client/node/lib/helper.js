@@ -11,8 +11,10 @@ const { PtyError } = require('./errors.js');
 const { limits } = require('./limits.js');
 
 // Throws as child_process.spawn does (the caller reports helper_spawn_failed).
-function spawnHelper(helperPath, cols, rows, argv, socket, dirFd) {
-  const args = ['--cols', String(cols), '--rows', String(rows), '--', ...argv];
+// withEnv: the START frame announces the ENV frame the application sends
+// itself once the helper exited 0 (the helper never sees the variables).
+function spawnHelper(helperPath, cols, rows, argv, socket, dirFd, withEnv) {
+  const args = ['--cols', String(cols), '--rows', String(rows), ...(withEnv ? ['--env'] : []), '--', ...argv];
   // fd 3 = the connected socket (Node dup2()s its handle's fd), fd 4 = the
   // directory. Every other descriptor of this process is close-on-exec.
   return childProcess.spawn(helperPath, args, {

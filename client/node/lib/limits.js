@@ -15,6 +15,11 @@ const limits = Object.freeze({
   maxArgs: WIRE_LIMITS.maxArgs,
   maxArgBytes: WIRE_LIMITS.maxArgBytes,
   maxArgvTotalBytes: WIRE_LIMITS.maxArgvTotalBytes,
+  // The extraEnv overlay (docs/PROTOCOL.md section 3a).
+  maxEnvVars: WIRE_LIMITS.maxEnvVars,
+  maxEnvNameBytes: WIRE_LIMITS.maxEnvNameBytes,
+  maxEnvEntryBytes: WIRE_LIMITS.maxEnvEntryBytes,
+  maxEnvTotalBytes: WIRE_LIMITS.maxEnvTotalBytes,
   maxCols: WIRE_LIMITS.maxCols,
   maxRows: WIRE_LIMITS.maxRows,
   defaultCols: WIRE_LIMITS.defaultCols,

@@ -12,7 +12,7 @@ const DEFAULT_SOCKET_PATH = '/run/opencode-pty/supervisor.sock';
 const DEFAULT_HELPER_PATH = '/usr/local/libexec/opencode-pty-client';
 
 const KNOWN_OPTIONS = new Set(['cwd', 'cols', 'rows', 'env', 'name', 'encoding', 'handleFlowControl',
-  'useConpty', 'useConptyDll', 'conptyInheritCursor', 'socketPath', 'helperPath']);
+  'useConpty', 'useConptyDll', 'conptyInheritCursor', 'socketPath', 'helperPath', 'extraEnv']);
 // node-pty options that only mean something on Windows; node-pty ignores them
 // on Linux and so does this module.
 const WINDOWS_ONLY_OPTIONS = ['useConpty', 'useConptyDll', 'conptyInheritCursor'];
@@ -66,6 +66,54 @@ function checkArgv(file, args) {
   return args.slice();
 }
 
+// A variable name as the supervisor and the launcher accept it
+// (common/env_overlay.h ValidEnvName): what a POSIX shell can name.
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+// The extraEnv option: an object of string values, checked against every
+// bound the supervisor enforces (docs/PROTOCOL.md section 3a), encoded as the
+// ENV frame's payload: count(u32) then count x (length(u32) "NAME=VALUE").
+// null when absent. Which names the command never gets (the application's
+// own unit's) is the supervisor's decision, not this module's.
+function checkExtraEnv(env) {
+  if (env === undefined) return null;
+  if (env === null || typeof env !== 'object' || Array.isArray(env)) {
+    throw new TypeError('spawn: extraEnv must be an object of strings');
+  }
+  const names = Object.keys(env);
+  if (names.length > limits.maxEnvVars) {
+    throw new PtyError('env_too_many', `spawn: extraEnv has ${names.length} variables (max ${limits.maxEnvVars})`);
+  }
+  const entries = [];
+  let total = 0;
+  for (const name of names) {
+    const value = env[name];
+    if (typeof value !== 'string') throw new TypeError(`spawn: extraEnv.${name} must be a string, not ${typeof value}`);
+    if (!ENV_NAME.test(name) || name.length > limits.maxEnvNameBytes) {
+      throw new PtyError('bad_env_name',
+        `spawn: extraEnv name ${JSON.stringify(name.slice(0, 64))} is not [A-Za-z_][A-Za-z0-9_]* of at most ${limits.maxEnvNameBytes} bytes`);
+    }
+    if (value.includes('\0')) throw new PtyError('bad_env', `spawn: extraEnv.${name} contains NUL`);
+    const entry = Buffer.from(`${name}=${value}`, 'utf8');
+    if (entry.length > limits.maxEnvEntryBytes) {
+      throw new PtyError('env_too_long', `spawn: extraEnv.${name} is ${entry.length} bytes as NAME=VALUE (max ${limits.maxEnvEntryBytes})`);
+    }
+    total += entry.length;
+    if (total > limits.maxEnvTotalBytes) {
+      throw new PtyError('env_too_long', `spawn: extraEnv is more than ${limits.maxEnvTotalBytes} bytes as NAME=VALUE`);
+    }
+    entries.push(entry);
+  }
+  const parts = [Buffer.alloc(4)];
+  parts[0].writeUInt32BE(entries.length);
+  for (const e of entries) {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(e.length);
+    parts.push(len, e);
+  }
+  return Buffer.concat(parts);
+}
+
 function checkOptions(options) {
   const o = options === undefined ? {} : options;
   if (o === null || typeof o !== 'object') throw new TypeError('spawn: options must be an object');
@@ -114,6 +162,7 @@ function checkOptions(options) {
     encoding: o.encoding === undefined ? 'utf8' : o.encoding,
     socketPath: o.socketPath || DEFAULT_SOCKET_PATH,
     helperPath: o.helperPath || DEFAULT_HELPER_PATH,
+    envPayload: checkExtraEnv(o.extraEnv),
   };
 }
 

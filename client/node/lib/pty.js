@@ -418,7 +418,8 @@ class Pty {
     const o = this._opts;
     let helper;
     try {
-      helper = spawnHelper(o.helperPath, this.cols, this.rows, this._argv, this._socket, this._dirFd);
+      helper = spawnHelper(o.helperPath, this.cols, this.rows, this._argv, this._socket, this._dirFd,
+        o.envPayload !== null);
     } catch (e) {
       this._closeDirFd();
       this._fail(new PtyError('helper_spawn_failed', `cannot run ${o.helperPath}: ${e.code || e.message}`, { cause: e }));
@@ -451,6 +452,8 @@ class Pty {
       if (status === 0) {
         this.state = 'starting';
         this._reading = true;
+        // The announced ENV frame is the first frame of the application's own.
+        if (o.envPayload !== null) this._socket.write(encodeFrame(FrameType.ENV, o.envPayload));
         for (const f of this._outbox) this._socket.write(f);
         this._outbox = [];
         this._outboxBytes = 0;

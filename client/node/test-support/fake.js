@@ -31,6 +31,10 @@ for fd in range(4096):
     inherited.append({'fd': fd, 'target': target, 'socket': stat.S_ISSOCK(st.st_mode),
                       'dir': stat.S_ISDIR(st.st_mode), 'ino': st.st_ino})
 argv = sys.argv[1:]
+flags = 0
+if len(argv) > 4 and argv[4] == '--env':
+    flags = 1
+    del argv[4]
 if len(argv) < 6 or argv[0] != '--cols' or argv[2] != '--rows' or argv[4] != '--':
     sys.exit(64)
 cols, rows, cmd = int(argv[1]), int(argv[3]), argv[5:]
@@ -40,7 +44,7 @@ if len(inherited) > 3 and inherited[3]['socket']:
     peer = s.getpeername()
     s.detach()
 with open(sys.argv[0] + '.report.json', 'w') as f:
-    json.dump({'pid': os.getpid(), 'inherited': inherited, 'cols': cols, 'rows': rows, 'cmd': cmd,
+    json.dump({'pid': os.getpid(), 'inherited': inherited, 'cols': cols, 'rows': rows, 'cmd': cmd, 'flags': flags,
                'env': dict(e.split('=', 1) for e in open('/proc/self/environ').read().split('\0') if e),
                'peer': peer}, f)
 m = re.match(r'^helper-exit-(\d+)$', cmd[0])
@@ -50,7 +54,7 @@ m = re.match(r'^helper-sleep-(\d+)$', cmd[0])
 if m:
     time.sleep(int(m.group(1)) / 1000)
 args = [a.encode('utf-8', 'surrogateescape') for a in cmd]
-payload = struct.pack('>HHII', cols, rows, 0, len(args)) + b''.join(struct.pack('>I', len(a)) + a for a in args)
+payload = struct.pack('>HHII', cols, rows, flags, len(args)) + b''.join(struct.pack('>I', len(a)) + a for a in args)
 frame = struct.pack('>BBHI', 1, 1, 0, len(payload)) + payload
 while frame:
     try:
@@ -63,6 +67,7 @@ sys.exit(0)
 function parseStart(payload) {
   const cols = payload.readUInt16BE(0);
   const rows = payload.readUInt16BE(2);
+  const flags = payload.readUInt32BE(4);
   const argc = payload.readUInt32BE(8);
   const argv = [];
   let off = 12;
@@ -71,7 +76,21 @@ function parseStart(payload) {
     argv.push(payload.subarray(off + 4, off + 4 + n).toString('utf8'));
     off += 4 + n;
   }
-  return { cols, rows, argv };
+  return { cols, rows, flags, argv };
+}
+
+// The ENV frame's payload as {NAME: VALUE} (docs/PROTOCOL.md section 3a).
+function parseEnv(payload) {
+  const env = {};
+  let off = 4;
+  for (let i = 0, n = payload.readUInt32BE(0); i < n; i++) {
+    const len = payload.readUInt32BE(off);
+    const entry = payload.subarray(off + 4, off + 4 + len).toString('utf8');
+    const eq = entry.indexOf('=');
+    env[entry.slice(0, eq)] = entry.slice(eq + 1);
+    off += 4 + len;
+  }
+  return env;
 }
 
 const HEX32 = 'aa11bb22cc33dd44ee55ff6600778899';
@@ -162,4 +181,4 @@ function exitOf(pty) {
   return new Promise((resolve) => pty.onExit(resolve));
 }
 
-module.exports = { fakeSupervisor, exitOf, parseStart, STARTED, HEX32 };
+module.exports = { fakeSupervisor, exitOf, parseStart, parseEnv, STARTED, HEX32 };

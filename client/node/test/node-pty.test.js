@@ -188,3 +188,40 @@ test('drop-in: handleFlowControl turns XOFF/XON writes into pause()/resume()', a
   conn.exit(0);
   await exitOf(pty);
 });
+
+// ------------------------------------------------------------- environment --
+
+const { parseEnv } = require('../test-support/fake.js');
+const envFrames = (conn) => conn.frames.filter((f) => f.type === FrameType.ENV);
+
+test('drop-in: env (default process.env) travels as the ENV frame announced by START, before any input', async (t) => {
+  let conn;
+  const sup = await fakeSupervisor((c) => { conn = c; c.started(); });
+  t.after(sup.close);
+  const env = { ...process.env, OPENCODE_TERMINAL: '1', PLUGIN_VAR: 'p', 'not-a-name': 'x', EMPTY: '' };
+  const pty = nodePty.spawn('cat', [], sup.opts({ name: 'xterm-256color', env }));
+  pty.write('typed');
+  await until(() => conn && inputOf(conn).length === 5, 'the input');
+  assert.equal(conn.start.flags, 1);
+  assert.equal(conn.frames[0].type, FrameType.ENV, 'the ENV frame comes first');
+  assert.equal(envFrames(conn).length, 1);
+  const got = parseEnv(envFrames(conn)[0].payload);
+  const want = { ...env, TERM: 'xterm-256color' };
+  delete want['not-a-name'];
+  assert.deepEqual(got, want);
+  assert.deepEqual(sup.report().env, {}, 'the helper never sees a variable');
+  conn.exit(0);
+  await exitOf(pty);
+
+  // No env option: process.env itself, and TERM from it or "xterm".
+  let second;
+  const sup2 = await fakeSupervisor((c) => { second = c; c.started(); });
+  t.after(sup2.close);
+  const p2 = nodePty.spawn('prog', [], sup2.opts());
+  await until(() => second && envFrames(second).length === 1, 'the ENV frame');
+  const got2 = parseEnv(envFrames(second)[0].payload);
+  assert.equal(got2.PATH, process.env.PATH);
+  assert.equal(got2.TERM, process.env.TERM !== undefined ? process.env.TERM : 'xterm');
+  second.exit(0);
+  await exitOf(p2);
+});

@@ -368,7 +368,7 @@ test('node-pty spawn options work unchanged: name xterm-256color and env process
   const ev = await within(exitOf(pty), 5000, 'exit');
   assert.equal(ev.error, null);
   assert.equal(out, '$ ');
-  assert.deepEqual(conn.start, { cols: 100, rows: 30, argv: ['prog', '-l'] });
+  assert.deepEqual(conn.start, { cols: 100, rows: 30, flags: 0, argv: ['prog', '-l'] });
   assert.deepEqual(sup.report().env, {}, 'not one variable of this process reaches the helper');
   assert.equal(pty.handleFlowControl, false);
   assert.equal(pty.clear(), undefined);

@@ -6,6 +6,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { spawn, protocol, limits } = require('..');
 const { fakeSupervisor, exitOf } = require('../test-support/fake.js');
+const fake = require('../test-support/fake.js');
 
 const { FrameType } = protocol;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -35,7 +36,7 @@ test('handshake: helper argv, empty env, nothing read or written before the help
   assert.equal(pty._socket.bytesRead, 0);
   assert.equal(pty._socket.bytesWritten, 0);
   await until(() => conn, 'START');
-  assert.deepEqual(conn.start, { cols: 120, rows: 40, argv: ['helper-sleep-300', 'a b', '', '$(x)', 'é'] });
+  assert.deepEqual(conn.start, { cols: 120, rows: 40, flags: 0, argv: ['helper-sleep-300', 'a b', '', '$(x)', 'é'] });
   const rep = sup.report();
   assert.deepEqual(rep.cmd, conn.start.argv);
   assert.deepEqual(rep.env, {});
@@ -460,4 +461,62 @@ test('close() of a spawn still waiting for a handshake slot never connects; the 
   const all = await Promise.all([...first, last].map(exitOf));
   assert.ok(all.every((e) => e.exitCode === 0));
   assert.equal(sup.conns.length, limits.maxPendingHandshakes + 1);
+});
+
+// ----------------------------------------------------------------- extraEnv --
+
+test('extraEnv: START announces it and the ENV frame is the first frame after the helper', async (t) => {
+  let conn;
+  const sup = await fakeSupervisor((c) => { conn = c; c.started(); });
+  t.after(sup.close);
+  const pty = spawn('prog', [], sup.opts({ extraEnv: { A: '1', B_2: 'two words', EMPTY: '' } }));
+  pty.write('x');
+  await until(() => conn && conn.frames.length >= 2, 'two frames');
+  assert.equal(conn.start.flags, 1);
+  assert.equal(conn.frames[0].type, protocol.FrameType.ENV);
+  assert.deepEqual(fake.parseEnv(conn.frames[0].payload), { A: '1', B_2: 'two words', EMPTY: '' });
+  assert.equal(conn.frames[1].type, protocol.FrameType.INPUT);
+  conn.exit(0);
+  await fake.exitOf(pty);
+  // Without extraEnv nothing is announced and no ENV frame is sent.
+  let plain;
+  const sup2 = await fakeSupervisor((c) => { plain = c; c.started(); });
+  t.after(sup2.close);
+  const p2 = spawn('prog', [], sup2.opts());
+  p2.write('y');
+  await until(() => plain && plain.frames.length >= 1, 'a frame');
+  assert.equal(plain.start.flags, 0);
+  assert.deepEqual(plain.frames.map((f) => f.type), [protocol.FrameType.INPUT]);
+  plain.exit(0);
+  await fake.exitOf(p2);
+});
+
+test('extraEnv: every bound the supervisor enforces is a clear error at spawn', async (t) => {
+  const sup = await fakeSupervisor();
+  t.after(sup.close);
+  const code = (extraEnv) => {
+    try {
+      spawn('prog', [], sup.opts({ extraEnv })).close();
+    } catch (e) {
+      return e.code || e.name;
+    }
+    return 'ok';
+  };
+  const many = {};
+  for (let i = 0; i <= limits.maxEnvVars; i++) many[`V${i}`] = '';
+  assert.equal(code(many), 'env_too_many');
+  delete many[`V${limits.maxEnvVars}`];
+  assert.equal(code(many), 'ok');
+  assert.equal(code({ '1A': 'x' }), 'bad_env_name');
+  assert.equal(code({ 'A-B': 'x' }), 'bad_env_name');
+  assert.equal(code({ ['A'.repeat(limits.maxEnvNameBytes + 1)]: 'x' }), 'bad_env_name');
+  assert.equal(code({ ['A'.repeat(limits.maxEnvNameBytes)]: 'x' }), 'ok');
+  assert.equal(code({ A: 'x\0y' }), 'bad_env');
+  assert.equal(code({ A: 'x'.repeat(limits.maxEnvEntryBytes - 2) }), 'ok');
+  assert.equal(code({ A: 'x'.repeat(limits.maxEnvEntryBytes - 1) }), 'env_too_long');
+  const big = 'x'.repeat(limits.maxEnvEntryBytes - 2);
+  assert.equal(code({ A: big, B: big }), 'ok');
+  assert.equal(code({ A: big, B: big, C: '' }), 'env_too_long');
+  assert.equal(code({ A: 1 }), 'TypeError');
+  assert.equal(code([]), 'TypeError');
 });
