@@ -45,3 +45,27 @@ test('index.d.ts: the limits and the encoding option it names exist', () => {
   assert.equal(limits.destroyTimeoutMs, 45000);
   assert.match(dts, /encoding\?: BufferEncoding \| null;/);
 });
+
+test('node-pty.d.ts: IPty declares exactly the public members of a drop-in PTY', async (t) => {
+  const nodePty = require('../node-pty.js');
+  const text = fs.readFileSync(path.join(__dirname, '..', 'node-pty.d.ts'), 'utf8');
+  const m = /export interface IPty \{([^]*?)\n\}/.exec(text);
+  assert.ok(m, 'interface IPty in node-pty.d.ts');
+  const body = m[1].replace(/\/\*[^]*?\*\//g, '').replace(/\/\/.*$/gm, '');
+  const declared = new Set();
+  for (const line of body.split('\n')) {
+    const d = /^\s*(?:readonly\s+)?([A-Za-z_$][\w$]*)\??\s*[(:]/.exec(line);
+    if (d) declared.add(d[1]);
+  }
+  const sup = await fakeSupervisor((c) => { c.started(); c.exit(0); });
+  t.after(sup.close);
+  const pty = nodePty.spawn('prog', [], sup.opts());
+  const runtime = new Set();
+  for (const k of Object.keys(pty)) if (!k.startsWith('_')) runtime.add(k);
+  for (const k of Object.getOwnPropertyNames(Object.getPrototypeOf(pty))) {
+    if (!k.startsWith('_') && k !== 'constructor') runtime.add(k);
+  }
+  assert.deepEqual([...declared].sort(), [...runtime].sort());
+  const ev = await new Promise((r) => pty.onExit(r));
+  assert.deepEqual(Object.keys(ev).sort(), ['exitCode', 'signal']);
+});
