@@ -120,12 +120,16 @@ async function main() {
   }
   record('write()/resize() never throw (lone surrogate, after the exit)', threw === null, threw);
 
-  // An application that answers every chunk with input (an echo loop): the
-  // session still ends when its command does.
+  // An application that keeps writing (it answers every chunk with input and
+  // types on a timer): the session still ends when its command does. Input
+  // that kept arriving kept script relaying it after its child was gone.
   const loop = open('sh', ['-c', 'echo go; sleep 1; exit 3']);
   loop.proc.onData(() => loop.proc.write('y'));
+  const typing = setInterval(() => loop.proc.write('z'), 1);
   const loopExit = await guard(loop.exited, 'echo loop exit');
-  record('an echo loop does not keep a command that exited 3 alive', loopExit.exitCode === 3, loopExit);
+  clearInterval(typing);
+  record('an application that keeps writing does not keep a command that exited 3 alive',
+    loopExit.exitCode === 3, loopExit);
 
   // No data listener and more output than the hold bound: onExit still fires.
   const quiet = adapter.spawn('sh', ['-c', 'head -c 4000000 /dev/zero | tr "\\0" a; exit 0'],
