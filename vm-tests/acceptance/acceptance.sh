@@ -89,11 +89,7 @@ sys.exit(0 if ok else 1)' "$3" "$4"
 }
 
 # -------------------------------------------------------------- helpers ----
-session_units() {
-  systemctl list-units --all --plain --no-legend 'opencode-pty-*.service' | awk '{print $1}' |
-    grep -E '^opencode-pty-[0-9a-f]{32}\.service$'
-}
-no_session_units() { local u; u=$(session_units); [ -z "$u" ] || { echo "left: $u"; return 1; }; echo "no opencode-pty-<32 hex>.service unit"; }
+. /vm-tests/lib/units.sh
 # gone UNIT: systemd no longer knows it (GetUnit -> NoSuchUnit) and it is not listed.
 gone() {
   local out

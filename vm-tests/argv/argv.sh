@@ -39,10 +39,7 @@ echo "marker $marker, its ExecStart token $enc"
 envmarker=env-marker-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 echo "environment marker $envmarker"
 
-session_units() {
-  systemctl list-units --all --plain --no-legend 'opencode-pty-*.service' | awk '{print $1}' |
-    grep -E '^opencode-pty-[0-9a-f]{32}\.service$'
-}
+. /vm-tests/lib/units.sh
 wait_for() {
   n=$(($1 * 10)); shift
   while [ "$n" -gt 0 ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; n=$((n - 1)); done

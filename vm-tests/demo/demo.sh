@@ -32,10 +32,7 @@ show() { # CMD...: prints "$ CMD" and its output
   "$@" 2>&1 | sed 's/^/  /' | tee -a "$OUT"
 }
 section() { say ""; say "== $*"; }
-session_units() {
-  systemctl list-units --all --plain --no-legend 'opencode-pty-*.service' | awk '{print $1}' |
-    grep -E '^opencode-pty-[0-9a-f]{32}\.service$'
-}
+. /vm-tests/lib/units.sh
 
 section "installing the build as an operator does: tools/install --from the build directory"
 show "$A/tools/install" --from "$A"

@@ -56,11 +56,7 @@ r = json.load(open(sys.argv[1]))
 print("    " + sys.argv[2] + ":", eval(sys.argv[2]))' "$tmp/$1.json" "$2" 2>&1
 }
 # Session units only: opencode-pty-supervisor.service matches the glob too.
-session_units() {
-  systemctl list-units --all --plain --no-legend 'opencode-pty-*.service' | awk '{print $1}' |
-    grep -E '^opencode-pty-[0-9a-f]{32}\.service$'
-}
-no_session_units() { [ -z "$(session_units)" ]; }
+. /vm-tests/lib/units.sh
 supervisor_pid() { systemctl show -P MainPID opencode-pty-supervisor.service; }
 fd_count() { ls "/proc/$1/fd" | wc -l; }
 # fds_settle PID: the count once two samples 0.5 s apart agree (at most 5 s).

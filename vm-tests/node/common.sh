@@ -90,9 +90,4 @@ PY
   else fail "app: the $2 application exited 0" "exit $3; see $4"; fi
 }
 
-# PTY session units only (opencode-pty-supervisor.service matches the glob too).
-session_units() {
-  systemctl list-units --all --plain --no-legend 'opencode-pty-*.service' | awk '{print $1}' |
-    grep -E '^opencode-pty-[0-9a-f]{32}\.service$'
-}
-no_session_units() { u=$(session_units); [ -z "$u" ] || { echo "left: $u"; return 1; }; }
+. /vm-tests/lib/units.sh

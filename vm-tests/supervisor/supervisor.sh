@@ -41,10 +41,7 @@ print(sys.argv[2], "->", bool(ok), "|", "events", r.get("events"), "terminal", t
 sys.exit(0 if ok else 1)' "$tmp/$2.json" "$3"
 }
 # Session units only: opencode-pty-supervisor.service matches the glob too.
-session_units() {
-  systemctl list-units --all --plain --no-legend 'opencode-pty-*.service' | awk '{print $1}' |
-    grep -E '^opencode-pty-[0-9a-f]{32}\.service$'
-}
+. /vm-tests/lib/units.sh
 unit_of() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(next(e["unit"] for e in r["envelopes"] if e["type"]=="started"))' "$tmp/$1.json"; }
 # gone UNIT: systemd no longer knows the unit (GetUnit -> NoSuchUnit).
 gone() {
@@ -59,7 +56,6 @@ wait_for() {
   while [ "$n" -gt 0 ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; n=$((n - 1)); done
   "$@"
 }
-no_session_units() { [ -z "$(session_units)" ]; }
 # journal_cursor: where the journal ends now.
 journal_cursor() { journalctl -n 0 --show-cursor -o cat | sed -n 's/^-- cursor: //p'; }
 # sup_journal CURSOR [UNIT]: the supervisor's messages after CURSOR (of UNIT=).
