@@ -3,6 +3,14 @@
 #   node.unit                 node:test unit tests of the module (fake supervisor)
 #                             on the host's Node
 #   node.unit.node26          the same on the pinned Node 26.4.0 (client/node/sea/node26)
+#   node.unit.bun             the same on the pinned Bun 1.4.5 (client/node/bun/bun), with
+#                             `bun test`: it runs the node:test files as they are (Bun
+#                             maps node:test onto its runner; plain `bun FILE` refuses
+#                             test() outside `bun test`). Where `bun test` itself differs
+#                             from an application (it fails the running test on an
+#                             uncaught exception before process 'uncaughtException'
+#                             sees it), the test runs its scenario in a child process
+#                             of the same runtime (test/review.test.js, 3)
 #   node.constants            lib/constants.generated.js equals what
 #                             tools/gen-node-constants makes of the C++ headers
 #                             (fails with the diff when a header changed)
@@ -40,6 +48,11 @@ add_test(NAME node.unit.node26
          COMMAND "${_node_dir}/sea/node26" --test "${_node_dir}/test/*.test.js"
          WORKING_DIRECTORY "${_node_dir}")
 set_tests_properties(node.unit.node26 PROPERTIES LABELS node TIMEOUT 600)
+# bun test takes the directory (it finds *.test.js in it).
+add_test(NAME node.unit.bun
+         COMMAND "${_node_dir}/bun/bun" test "${_node_dir}/test/"
+         WORKING_DIRECTORY "${_node_dir}")
+set_tests_properties(node.unit.bun PROPERTIES LABELS node TIMEOUT 600)
 
 find_program(OPENCODE_PYTHON3 python3)
 if(NOT OPENCODE_PYTHON3)

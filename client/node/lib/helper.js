@@ -15,8 +15,11 @@ const { limits } = require('./limits.js');
 // itself once the helper exited 0 (the helper never sees the variables).
 function spawnHelper(helperPath, cols, rows, argv, socket, dirFd, withEnv) {
   const args = ['--cols', String(cols), '--rows', String(rows), ...(withEnv ? ['--env'] : []), '--', ...argv];
-  // fd 3 = the connected socket (Node dup2()s its handle's fd), fd 4 = the
-  // directory. Every other descriptor of this process is close-on-exec.
+  // fd 3 = the connected socket (the runtime dup2()s its handle's fd), fd 4 =
+  // the directory; fd 0-2 are replaced as stdio says, in every child, so it
+  // does not matter that Bun (unlike Node) leaves its own fd 0-2 inheritable.
+  // Every other descriptor the module holds is close-on-exec on both runtimes
+  // (the socket, the directory); test/fds.test.js checks the helper's table.
   return childProcess.spawn(helperPath, args, {
     stdio: ['ignore', 'ignore', 'pipe', socket, dirFd],
     env: {},

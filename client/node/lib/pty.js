@@ -33,6 +33,18 @@ function compatEvent(event) {
   return event;
 }
 
+// What a socket error is called in the PtyError's message, the same on Node
+// and Bun. A write to a supervisor that closed its end fails with EPIPE on
+// Node; Bun closes the descriptor itself when it sees the peer's hang-up
+// (the stream still open and paused), so the write fails with EBADF instead.
+// This module never closes the socket's descriptor while the socket is in
+// use, so a write's EBADF means the same as EPIPE: the supervisor is gone.
+// `cause` keeps the runtime's own error.
+function socketErrorName(e) {
+  if (e.code === 'EBADF' && e.syscall === 'write') return 'EPIPE';
+  return e.code || e.message;
+}
+
 // state: 'connecting' (waiting for a handshake slot, then connecting) →
 // 'handshake' (helper running) → 'starting' (helper exited 0, waiting for
 // `started`) → 'running' → 'exited'.
@@ -138,7 +150,7 @@ class Pty {
     socket.on('error', (e) => {
       if (this._socketError === e) return;  // salvaged: the close decides
       const code = this.state === 'connecting' ? 'connect_failed' : 'connection_error';
-      this._fail(new PtyError(code, `supervisor socket ${opts.socketPath}: ${e.code || e.message}`, { cause: e }));
+      this._fail(new PtyError(code, `supervisor socket ${opts.socketPath}: ${socketErrorName(e)}`, { cause: e }));
     });
     socket.on('close', () => this._onClose());
   }
@@ -158,6 +170,8 @@ class Pty {
     } finally {
       this._salvaging = false;
     }
+    // Bun has no such descriptor here (fd -1: it closed it on the peer's
+    // hang-up); what it read is in the stream (test/review.test.js, 2).
     const fd = socket._handle ? socket._handle.fd : -1;
     if ((err.code !== 'EPIPE' && err.code !== 'ECONNRESET') || !Number.isInteger(fd) || fd < 0) return;
     const buf = Buffer.allocUnsafe(limits.maxOutputPayload);
@@ -617,7 +631,7 @@ class Pty {
     }
     if (this._socketError) {
       const e = this._socketError;
-      this._fail(new PtyError('connection_error', `supervisor socket ${this._opts.socketPath}: ${e.code || e.message}`, { cause: e }));
+      this._fail(new PtyError('connection_error', `supervisor socket ${this._opts.socketPath}: ${socketErrorName(e)}`, { cause: e }));
       return;
     }
     if (this._helper) {  // helper still running: its exit decides
