@@ -130,3 +130,12 @@ foreach(_t bookworm trixie)
     LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 1800 FIXTURES_REQUIRED "node_sea;node_adapter"
     ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
 endforeach()
+
+# node.bun-stage: the pinned Bun 1.4.5 (client/node/bun/install-bun: npm's
+# @oven/bun-linux-x64, sha512 in client/node/bun/package-lock.json, cached)
+# copied into <build>/bun/bun (fixture node_bun), where the real-systemd suites
+# that run a Bun application as opencode-v2.service's MainPID install it from
+# (vm-tests/node/common.sh bun_install).
+add_test(NAME node.bun-stage
+         COMMAND sh -c "b=$(\"${_node_dir}/bun/install-bun\") && mkdir -p \"${CMAKE_BINARY_DIR}/bun\" && cp \"$b\" \"${CMAKE_BINARY_DIR}/bun/bun.tmp\" && mv \"${CMAKE_BINARY_DIR}/bun/bun.tmp\" \"${CMAKE_BINARY_DIR}/bun/bun\" && \"${CMAKE_BINARY_DIR}/bun/bun\" --version")
+set_tests_properties(node.bun-stage PROPERTIES LABELS node TIMEOUT 600 FIXTURES_SETUP node_bun)

@@ -39,6 +39,18 @@ node_install() {
   install -d -o byk -g byk -m 0755 "$WORK"
 }
 
+# The pinned Bun (client/node/bun/install-bun, staged into the build by
+# node.bun-stage), installed root-owned beside the SEA: an application run as
+# "$BUN_APP FILE" is Bun as the MainPID.
+BUN_APP=/usr/local/lib/opencode-node-test/bun
+BUN_VERSION=1.4.5
+bun_install() {
+  install -d -o root -g root -m 0755 "$(dirname "$BUN_APP")"
+  check "install: Bun $BUN_VERSION from the build (node.bun-stage)" sh -c '
+    install -o root -g root -m 0755 "$1" "$2" && v=$("$2" --version) && echo "bun $v" && [ "$v" = "$3" ]' \
+    - "$A/bun/bun" "$BUN_APP" "$BUN_VERSION"
+}
+
 # app_run TIMEOUT EXECSTART [ENV=VALUE...]: runs EXECSTART as opencode-v2.service
 # until it exits; returns its exit status; its stdout/stderr are in the journal.
 app_run() {
