@@ -40,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> frame(limits::kFrameHeaderBytes + size);
   e = ErrorCode::kInternal;
   size_t n = EncodeStartFrame(req.cols, req.rows, argv.size(), argv.data(), frame.data(),
-                              frame.size(), &e);
+                              frame.size(), &e, req.env ? kStartFlagEnv : 0);
   FUZZ_CHECK(e == ErrorCode::kOk && n == frame.size());
   uint8_t header[limits::kFrameHeaderBytes];
   EncodeHeader(FrameType::kStart, static_cast<uint32_t>(size), header);
