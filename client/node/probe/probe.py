@@ -214,8 +214,9 @@ def evaluate(trace, app, ctx):
         return any(pred(f) for f in (e.get('at_fork') or {}).get('fds', []))
     with_socket = [e for e in others if sock_ino is not None and held(e, lambda f: f.get('ino') == sock_ino)]
     with_dir = [e for e in others if held(e, lambda f: (f.get('dev'), f.get('ino')) == (dir_st.st_dev, dir_st.st_ino))]
-    concurrent = {'forked while node held the socket': len(with_socket),
-                  'forked while node held the directory': len(with_dir)}
+    who = 'bun' if bun else 'node'
+    concurrent = {'forked while %s held the socket' % who: len(with_socket),
+                  'forked while %s held the directory' % who: len(with_dir)}
     by_thread = {'main': len([e for e in others if e['argv'][-1:] == ['ls -l /proc/self/fd'] or e['exe'].endswith('/ls')]),
                  'worker': len([e for e in others if e['argv'][-2:] == ['-c', 'true']])}
     check('unrelated children: at least one from the main thread and one from a worker thread were observed',
