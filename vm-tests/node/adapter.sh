@@ -7,7 +7,7 @@
 # package name (@opencode-pty/node/node-pty, resolved to the staged module);
 # vm-tests/node/adapter-app.js drives it inside the Node 26.4 SEA as the MainPID
 # of opencode-v2.service (User=byk) through the installed supervisor, helper and
-# launcher; with --runtime=bun (vm.node-adapter.bun.bookworm, issue #31) the
+# launcher; with --runtime=bun (vm.node-adapter.bun.{bookworm,trixie}, issue #31) the
 # pinned Bun runs adapter-app.js as the MainPID instead, resolving the drop-in
 # from the same node_modules. This script adds what only root can check: no unit and no byk
 # process is left, and the supervisor's descriptor count is unchanged.

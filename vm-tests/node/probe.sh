@@ -13,7 +13,7 @@
 #      descriptor (fd 251); the probe must see it in the helper's table and in
 #      the unrelated children, and the helper must refuse (extra_fd) - a probe
 #      that cannot see a leak proves nothing.
-# --runtime=bun (vm.node-probe.bun.bookworm, issue #31): the same probe and
+# --runtime=bun (vm.node-probe.bun.{bookworm,trixie}, issue #31): the same probe and
 # negative control with the pinned Bun as the MainPID, running the same
 # application file (client/sea/app.js as build.sh stages it) with the same
 # module; step 1's gate and byte-identity checks become: the report names Bun

@@ -1,7 +1,7 @@
 #!/bin/sh
 # vm-tests/node/resize.sh [--runtime=node|bun] [CASE,...]: live resize on a real systemd (ctest
 # vm.node-resize.bookworm = 252, vm.node-resize.trixie = 257; --runtime=bun:
-# vm.node-resize.bun.bookworm, the pinned Bun as the MainPID, issue #31). The application
+# vm.node-resize.bun.{bookworm,trixie}, the pinned Bun as the MainPID, issue #31). The application
 # side is vm-tests/node/resize-app.js as the MainPID of opencode-v2.service
 # (User=byk), through the installed supervisor, helper and launcher: a WINCH
 # trap sees three sizes in order, tput, less redrawing at 132x40, a flood of

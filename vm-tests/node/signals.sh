@@ -1,7 +1,7 @@
 #!/bin/sh
 # vm-tests/node/signals.sh [--runtime=node|bun] [CASE,...]: signals and exit status (issue 20) on a
 # real systemd (ctest vm.node-signals.bookworm = 252, vm.node-signals.trixie =
-# 257; --runtime=bun: vm.node-signals.bun.bookworm, the pinned Bun as the MainPID,
+# 257; --runtime=bun: vm.node-signals.bun.{bookworm,trixie}, the pinned Bun as the MainPID,
 # issue #31). The application side is vm-tests/node/signals-app.js as the MainPID of
 # opencode-v2.service (User=byk), through the installed supervisor, helper and
 # launcher: kill() reaches the command only (TERM, INT to bash -i, a USR1 trap,

@@ -47,7 +47,7 @@ done
 cp -R "$here/../package.json" "$here/../test" "$here/../test-support" \
       "$here/../examples" "$here/../probe" "$out/client/"
 # The probe's application as a plain file too: under Bun it runs as
-# `bun client/sea/app.js` (vm.node-probe.bun.bookworm), its require('../index.js')
+# `bun client/sea/app.js` (vm.node-probe.bun.*), its require('../index.js')
 # resolving to the staged module.
 mkdir -p "$out/client/sea"
 cp "$here/app.js" "$out/client/sea/app.js"
