@@ -21,6 +21,10 @@
 #                             stand-in supervisor and the real helper, plus its
 #                             negative control (root; not acceptance evidence)
 #   vm.node-probe.{bookworm,trixie}  the probe on a real systemd, SEA as opencode-v2.service
+#   vm.node-probe.bun.{bookworm,trixie}  the same probe with the pinned Bun as the MainPID (issue #31)
+#   vm.node-adapter.bun.*, vm.node-{signals,resize}.bun.* (vm-tests/CMakeLists.txt), on
+#                             bookworm and trixie: those suites with the pinned Bun as the
+#                             MainPID (fixture node_bun)
 #   vm.node-smoke.{bookworm,trixie}  the smoke suite in the SEA, 10 fresh boots in a row
 #                             (trixie: 3 unless OPENCODE_LONG_VM_TESTS)
 #   with -DOPENCODE_LONG_VM_TESTS=ON also on the qemu VM (TCG):
@@ -87,6 +91,16 @@ foreach(_t ${_vm_node_targets})
     LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 2400 FIXTURES_REQUIRED node_sea
     ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
 endforeach()
+# The same probe with the pinned Bun as the MainPID (issue #31; probe.sh
+# --runtime=bun runs client/sea/app.js under Bun), on systemd 252 and 257.
+foreach(_t bookworm trixie)
+  add_test(NAME vm.node-probe.bun.${_t}
+           COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" ${_t} --artifacts "${CMAKE_BINARY_DIR}"
+                   "${_vm_node}/probe.sh" --runtime=bun)
+  set_tests_properties(vm.node-probe.bun.${_t} PROPERTIES
+    LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 2400 FIXTURES_REQUIRED "node_sea;node_bun"
+    ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
+endforeach()
 foreach(_t ${_vm_node_targets})
   # 10 boots in a row on bookworm always; trixie boots 3 times in the default
   # suite (the VM harness runs one suite at a time: 10 would add about 10
@@ -128,6 +142,17 @@ foreach(_t bookworm trixie)
                    "${_vm_node}/adapter.sh")
   set_tests_properties(vm.node-adapter.${_t} PROPERTIES
     LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 1800 FIXTURES_REQUIRED "node_sea;node_adapter"
+    ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
+endforeach()
+
+# vm.node-adapter.bun.{bookworm,trixie}: the same adapter test with the pinned
+# Bun as the MainPID (issue #31; adapter.sh --runtime=bun), on systemd 252 and 257.
+foreach(_t bookworm trixie)
+  add_test(NAME vm.node-adapter.bun.${_t}
+           COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" ${_t} --artifacts "${CMAKE_BINARY_DIR}"
+                   "${_vm_node}/adapter.sh" --runtime=bun)
+  set_tests_properties(vm.node-adapter.bun.${_t} PROPERTIES
+    LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 1800 FIXTURES_REQUIRED "node_sea;node_adapter;node_bun"
     ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
 endforeach()
 

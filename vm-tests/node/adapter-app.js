@@ -1,7 +1,8 @@
 'use strict';
 // vm-tests/node/adapter-app.js: the opencode-shaped application of
 // vm-tests/node/adapter.sh (ctest vm.node-adapter.bookworm / .trixie; issue
-// #29). Runs inside the Node 26.4 SEA (script mode) as the MainPID of
+// #29). Runs inside the Node 26.4 SEA (script mode), or under the pinned Bun
+// (adapter.sh --runtime=bun, issue #31), as the MainPID of
 // opencode-v2.service (User=byk) and drives the PTY the way opencode's PTY
 // service does: through opencode's own adapter compiled from
 // client/node/typecheck/opencode-adapter.ts (OPENCODE_ADAPTER), which imports
@@ -59,6 +60,12 @@ async function until(pred) {
 const isPid = (v) => Number.isInteger(v) && v >= 0;
 
 async function main() {
+  // The suite names the runtime (--runtime=node|bun): the Node 26.4 SEA, or the
+  // pinned Bun running this file (process.versions.bun).
+  const runtime = process.versions.bun ? 'bun' : 'node';
+  record(`the application runs on the suite's runtime (${process.env.OPENCODE_TEST_RUNTIME || 'node'})`,
+    runtime === (process.env.OPENCODE_TEST_RUNTIME || 'node'),
+    { runtime, node: process.version, bun: process.versions.bun || null, execPath: process.execPath });
   record('the application has its unit\'s INVOCATION_ID (what must not reach the command)',
     /^[0-9a-f]{32}$/.test(process.env.INVOCATION_ID || ''), process.env.INVOCATION_ID || null);
 

@@ -51,6 +51,20 @@ bun_install() {
     - "$A/bun/bun" "$BUN_APP" "$BUN_VERSION"
 }
 
+# runtime_install RUNTIME: the runtime a suite's application runs on as the
+# MainPID (issue #31), chosen by the suite's --runtime=node|bun argument.
+# Sets APP_RUNTIME (the interpreter of ExecStart: Debian's /usr/bin/node, or
+# the pinned Bun from bun_install) and RUNTIME_SFX (appended to the names of
+# the files a suite leaves in /results: empty for node, so those stay as they
+# were; "-bun" for bun). Any other name fails the suite.
+runtime_install() {
+  case "$1" in
+    node) APP_RUNTIME=/usr/bin/node RUNTIME_SFX= ;;
+    bun) bun_install; APP_RUNTIME=$BUN_APP RUNTIME_SFX=-bun ;;
+    *) fail "runtime: --runtime=node|bun" "unknown runtime '$1'"; checks_done; exit 1 ;;
+  esac
+}
+
 # app_run TIMEOUT EXECSTART [ENV=VALUE...]: runs EXECSTART as opencode-v2.service
 # until it exits; returns its exit status; its stdout/stderr are in the journal.
 app_run() {

@@ -271,7 +271,12 @@ cases.launch = async () => {
 
 async function main() {
   fs.writeFileSync(OUT, '');
-  record('app: runs on the rootfs Node with the module under test', true, { node: process.version });
+  // The suite names the runtime (--runtime=node|bun); the check proves it is
+  // the one running: Debian's Node, or the pinned Bun (process.versions.bun).
+  const runtime = process.versions.bun ? 'bun' : 'node';
+  record(`app: runs on the suite's runtime (${process.env.OPENCODE_TEST_RUNTIME || 'node'}) with the module under test`,
+    runtime === (process.env.OPENCODE_TEST_RUNTIME || 'node'),
+    { runtime, node: process.version, bun: process.versions.bun || null, execPath: process.execPath });
   const want = (process.env.OPENCODE_SIGNALS_CASES || Object.keys(cases).join(',')).split(',');
   for (const name of want) {
     if (!cases[name]) { record(`case ${name} exists`, false, Object.keys(cases)); continue; }

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# probe.py SEA [--out FILE] [--leak-fd N] [--dry-run SOCKET HELPER]
+# probe.py SEA [--out FILE] [--leak-fd N] [--dry-run SOCKET HELPER] [--bun APP_JS]
 #
 # The Node SEA descriptor-inheritance probe. Runs the given, unmodified SEA
 # binary (client/node/sea/app.js built by build.sh) as the real application
@@ -23,6 +23,12 @@
 # (User=byk) and traces its MainPID. --leak-fd N is the negative control: the
 # drop-in starts the SEA through `bash -c 'exec N</dev/null; exec SEA'`, so the
 # SEA inherits a stray descriptor; the probe must then report the leak.
+#
+# --bun APP_JS (issue #31): SEA is the pinned Bun binary instead, installed as
+# /usr/local/bin/opencode-v2 and run as `opencode-v2 APP_JS` (APP_JS is
+# client/sea/app.js staged by build.sh): the same probe with Bun as the
+# MainPID. The report names the Bun version; the Node 26.4 gate does not apply
+# to it (gate.satisfied is false, and the statement says why).
 #
 # --dry-run SOCKET HELPER (host, root): runs the SEA as a plain child against a
 # stand-in supervisor on SOCKET and the given helper binary; it exercises the
@@ -131,7 +137,12 @@ def fake_supervisor(path, stop):
 def evaluate(trace, app, ctx):
     checks = []
 
+    bun = ctx.get('runtime') == 'bun'
+
     def check(name, ok, evidence):
+        if bun:  # the same check, named for the runtime it ran on
+            name = name.replace('the Node process', 'the Bun process').replace('node: ', 'bun: ').replace(
+                'the SEA, running as', 'Bun, running as')
         checks.append({'name': name, 'ok': bool(ok), 'evidence': evidence})
 
     target = trace['target']
@@ -179,8 +190,15 @@ def evaluate(trace, app, ctx):
               'socket %s; directory %s' % ([(f['fd'], f.get('flags')) for f in node_sock],
                                            [(f['fd'], f.get('flags')) for f in node_dir]))
         non_cloexec = [f['fd'] for f in parent.values() if f.get('cloexec') is False]
-        check('node: no descriptor of the Node process lacks close-on-exec at that fork (nothing else can leak)',
-              not non_cloexec, 'inheritable node fds: %s' % non_cloexec)
+        if bun:
+            # Bun leaves its own fd 0-2 inheritable; spawn replaces 0-2 in every
+            # child (stdio), so only a descriptor above 2 could leak.
+            check('bun: no descriptor of the Bun process above 2 lacks close-on-exec at that fork '
+                  '(its own 0-2 are inheritable, and replaced in every child)',
+                  not [n for n in non_cloexec if n > 2], 'inheritable bun fds: %s' % non_cloexec)
+        else:
+            check('node: no descriptor of the Node process lacks close-on-exec at that fork (nothing else can leak)',
+                  not non_cloexec, 'inheritable node fds: %s' % non_cloexec)
         hexit = trace['exits'].get(str(h['pid']), {})
         check('helper: exited 0 (START frame and directory sent)', hexit.get('status') == 0, hexit)
     leaks = []
@@ -196,8 +214,9 @@ def evaluate(trace, app, ctx):
         return any(pred(f) for f in (e.get('at_fork') or {}).get('fds', []))
     with_socket = [e for e in others if sock_ino is not None and held(e, lambda f: f.get('ino') == sock_ino)]
     with_dir = [e for e in others if held(e, lambda f: (f.get('dev'), f.get('ino')) == (dir_st.st_dev, dir_st.st_ino))]
-    concurrent = {'forked while node held the socket': len(with_socket),
-                  'forked while node held the directory': len(with_dir)}
+    who = 'bun' if bun else 'node'
+    concurrent = {'forked while %s held the socket' % who: len(with_socket),
+                  'forked while %s held the directory' % who: len(with_dir)}
     by_thread = {'main': len([e for e in others if e['argv'][-1:] == ['ls -l /proc/self/fd'] or e['exe'].endswith('/ls')]),
                  'worker': len([e for e in others if e['argv'][-2:] == ['-c', 'true']])}
     check('unrelated children: at least one from the main thread and one from a worker thread were observed',
@@ -211,7 +230,12 @@ def evaluate(trace, app, ctx):
         check("unrelated children: their own view (ls -l /proc/self/fd) is 0,1,2",
               rep and all([f['fd'] for f in u.get('fds', [])] == [0, 1, 2] for u in rep),
               [(u.get('label'), u.get('state'), [f['fd'] for f in u.get('fds', [])]) for u in rep])
-        check('app: ran as a SEA', app.get('isSea') is True, {'isSea': app.get('isSea'), 'execPath': app.get('execPath')})
+        if bun:
+            check('app: ran on Bun %s (process.versions.bun)' % ctx.get('bun_version'),
+                  app.get('bun') is not None and app.get('bun') == ctx.get('bun_version'),
+                  {'bun': app.get('bun'), 'version': app.get('version'), 'execPath': app.get('execPath')})
+        else:
+            check('app: ran as a SEA', app.get('isSea') is True, {'isSea': app.get('isSea'), 'execPath': app.get('execPath')})
         if not ctx.get('dry_run'):
             ex = app.get('exit', {})
             check('app: the PTY session ran to its exit status (3) with no error',
@@ -227,7 +251,7 @@ def evaluate(trace, app, ctx):
 
 # ------------------------------------------------------------------- runs ----
 
-def run_service(sea, leak_fd):
+def run_service(sea, leak_fd, app_js=None):
     u = pwd.getpwnam(APP_USER)
     shutil.rmtree(PROBE_DIR, ignore_errors=True)
     os.mkdir(PROBE_DIR, 0o700)
@@ -241,10 +265,13 @@ def run_service(sea, leak_fd):
     lines = ['# vm-tests/node probe (runtime only): the app under test, no readiness gate (vm.gate.* proves it).',
              '[Service]', 'ExecCondition=', 'Restart=no',
              'Environment=OPENCODE_PTY_APP_MODE=probe OPENCODE_PTY_PROBE_DIR=%s' % PROBE_DIR]
+    exe = APP_PATH + (' ' + app_js if app_js else '')
     if leak_fd is not None:
         # bash: dash takes one-digit descriptors only, and Node itself marks
         # 0..15 close-on-exec at start, so the stray one must be above 15.
-        lines += ['ExecStart=', "ExecStart=/bin/bash -c 'exec %d</dev/null; exec %s'" % (leak_fd, APP_PATH)]
+        lines += ['ExecStart=', "ExecStart=/bin/bash -c 'exec %d</dev/null; exec %s'" % (leak_fd, exe)]
+    elif app_js:
+        lines += ['ExecStart=', 'ExecStart=' + exe]
     with open(DROPIN, 'w') as f:
         f.write('\n'.join(lines) + '\n')
     sh('systemctl', 'daemon-reload')
@@ -271,7 +298,7 @@ def run_service(sea, leak_fd):
     return trace, app, ctx
 
 
-def run_dry(sea, sock_path, helper, leak_fd):
+def run_dry(sea, sock_path, helper, leak_fd, app_js=None):
     tmp = '/run/opencode-node-probe-dry'
     shutil.rmtree(tmp, ignore_errors=True)
     os.mkdir(tmp, 0o700)
@@ -290,7 +317,7 @@ def run_dry(sea, sock_path, helper, leak_fd):
         os.dup2(null, leak_fd, inheritable=True)
         os.close(null)
         pass_fds = (leak_fd,)
-    p = subprocess.Popen([sea], env=env, stdin=subprocess.DEVNULL, close_fds=True, pass_fds=pass_fds)
+    p = subprocess.Popen([sea] + ([app_js] if app_js else []), env=env, stdin=subprocess.DEVNULL, close_fds=True, pass_fds=pass_fds)
     if leak_fd is not None:
         os.close(leak_fd)
     wait_for(lambda: os.path.exists(tmp + '/ready.json'), 'the app to be ready', 30)
@@ -307,29 +334,41 @@ def main():
     ap.add_argument('--out')
     ap.add_argument('--leak-fd', type=int)
     ap.add_argument('--dry-run', nargs=2, metavar=('SOCKET', 'HELPER'))
+    ap.add_argument('--bun', metavar='APP_JS')
     a = ap.parse_args()
     sea = os.path.abspath(a.sea)
-    report = {'probe': 'node-sea-inheritance', 'sea': sea}
+    app_js = os.path.abspath(a.bun) if a.bun else None
+    report = {'probe': 'bun-inheritance' if app_js else 'node-sea-inheritance', 'sea': sea,
+              'runtime': 'bun' if app_js else 'node'}
     try:
         with open(sea, 'rb') as f:
             import hashlib
             report['sea_sha256'] = hashlib.sha256(f.read()).hexdigest()
-        v = json.loads(subprocess.run([sea], env={'OPENCODE_PTY_APP_MODE': 'version'}, stdout=subprocess.PIPE,
-                                      check=True).stdout)
+        v = json.loads(subprocess.run([sea] + ([app_js] if app_js else []), env={'OPENCODE_PTY_APP_MODE': 'version'},
+                                      stdout=subprocess.PIPE, check=True).stdout)
         report['node_version'] = v['version']
         report['gate'] = gate_verdict(v['version'])
+        if app_js:
+            report['bun_version'] = sh(sea, '--version')
+            report['gate']['satisfied'] = False
+            report['gate']['statement'] = ('Bun %s (process.version %s) is not Node: the Node %s gate does not apply, '
+                                           'and this result is evidence for Bun %s only'
+                                           % (report['bun_version'], v['version'], GATE, report['bun_version']))
         if a.dry_run:
             report['mode'] = 'dry-run (not acceptance evidence)' + (
                 ' with a leaked fd %d (negative control)' % a.leak_fd if a.leak_fd is not None else '')
-            trace, app, ctx = run_dry(sea, a.dry_run[0], os.path.abspath(a.dry_run[1]), a.leak_fd)
+            trace, app, ctx = run_dry(sea, a.dry_run[0], os.path.abspath(a.dry_run[1]), a.leak_fd, app_js)
         else:
             report['mode'] = 'service' + (' with a leaked fd %d (negative control)' % a.leak_fd
                                           if a.leak_fd is not None else '')
-            trace, app, ctx = run_service(sea, a.leak_fd)
+            trace, app, ctx = run_service(sea, a.leak_fd, app_js)
+        if app_js:
+            ctx.update(runtime='bun', bun_version=report['bun_version'], app_js=app_js)
         report['context'] = ctx
         report['checks'] = evaluate(trace, app, ctx)
         if app is not None and app.get('version') != report['node_version']:
-            report['checks'].append({'name': 'app: the traced process reports the same Node version', 'ok': False,
+            report['checks'].append({'name': 'app: the traced process reports the same %s version'
+                                             % ('process.version' if app_js else 'Node'), 'ok': False,
                                      'evidence': app.get('version')})
         report['app'] = app
         report['trace'] = trace

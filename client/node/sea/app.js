@@ -15,6 +15,8 @@
 //   vm-tests/demo/relay-app.js, the smoke app vm-tests/node/smoke-app.js) runs
 //   on the SEA's exact Node as the MainPID. Invoked as `SEA -e CODE` (a child
 //   the script spawns with process.execPath, like `node -e`) it runs CODE.
+// Under Bun (`bun client/sea/app.js`, the staged copy; vm.node-probe.bun.*) the
+// same file runs the probe mode with the module from ../index.js.
 // OPENCODE_PTY_TEST_SOCKET / OPENCODE_PTY_TEST_HELPER override the socket and
 // helper paths for a dry run outside the harness (never set by the probe).
 
@@ -79,7 +81,8 @@ Atomics.store(flag, 1, n);
 async function probe() {
   const dir = process.env.OPENCODE_PTY_PROBE_DIR;
   if (!dir) throw new Error('OPENCODE_PTY_PROBE_DIR is not set');
-  const report = { version: process.version, isSea: isSea(), execPath: process.execPath, pid: process.pid };
+  const report = { version: process.version, isSea: isSea(), bun: process.versions.bun || null,
+    execPath: process.execPath, pid: process.pid };
   fs.writeFileSync(`${dir}/ready.json`, JSON.stringify(report));
   await waitFile(`${dir}/go`, 120000);
 

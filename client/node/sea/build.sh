@@ -6,7 +6,7 @@
 # (`node --build-sea CONFIG`: the blob is generated and injected by node
 # itself, no postject), into OUTDIR/opencode-pty-sea-app. It stages the module,
 # its tests and examples in OUTDIR/client/ for the harness (/artifacts/node-sea/)
-# and writes OUTDIR/sea-build.json: the SEA's sha256 and Node version, and the
+# (and app.js as client/sea/app.js) and writes OUTDIR/sea-build.json: the SEA's sha256 and Node version, and the
 # sha256 and process.version of the node binary it was built with.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,6 +46,11 @@ for f in $files; do
 done
 cp -R "$here/../package.json" "$here/../test" "$here/../test-support" \
       "$here/../examples" "$here/../probe" "$out/client/"
+# The probe's application as a plain file too: under Bun it runs as
+# `bun client/sea/app.js` (vm.node-probe.bun.*), its require('../index.js')
+# resolving to the staged module.
+mkdir -p "$out/client/sea"
+cp "$here/app.js" "$out/client/sea/app.js"
 
 app=$(OPENCODE_PTY_APP_MODE=version "$out/opencode-pty-sea-app")
 # The SEA must be one: node:sea says so, and it runs the pinned version.
