@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "common/channel_message.h"
 #include "common/unique_fd.h"
+#include "daemon/exit_report.h"
 #include "daemon/sd_ptr.h"
 
 namespace opencode::daemon {
@@ -42,13 +43,6 @@ inline constexpr char kChannelHandoffByte = 'R';
 // SCM_RIGHTS descriptor; our copy of the unit's end is closed before this
 // returns. Returns our end (nonblocking, CLOEXEC).
 absl::StatusOr<UniqueFd> CreateUnitChannel(int stream, std::span<const uint8_t> env_packet);
-
-// How the command ended, as its parent inside the unit reported it.
-struct CommandExit {
-  ExitHow how = ExitHow::kExited;
-  uint8_t status = 0;  // kExited
-  uint8_t signo = 0;   // kKilled / kDumped
-};
 
 class UnitChannel {
  public:
