@@ -433,8 +433,8 @@ void Session::OnResize(uint16_t cols, uint16_t rows) noexcept {
 void Session::SendSignal(uint8_t signo) noexcept {
   // To the command's process only, through its parent in the unit (the
   // monitor): never to script or anything else of the unit. One signal at a
-  // time: frames wait in the socket meanwhile (kPendingSignals), so a client
-  // cannot make the supervisor queue them.
+  // time (the channel holds one): the frames behind it wait in the client's
+  // socket, so a client cannot make the supervisor queue them.
   if (!channel_ || !channel_->RequestSignal(signo)) return Notice("signal_failed", SignalName(signo));
   HoldInput(kHoldSignal, true);
 }
