@@ -1,6 +1,8 @@
 // What the supervisor and the launcher agree on about a PTY unit's start
-// (docs/SECURITY.md "The read-back is a gate", "The unit channel"): the go
-// byte, and the launcher's own failure statuses with their stable names.
+// (docs/SECURITY.md "The read-back is a gate", "The unit channel"): the two
+// bytes the supervisor writes on the PTY stream before the client's input
+// (the channel's handoff, the go), the launcher's own failure statuses with
+// their stable names, and the two statuses that are the command's.
 // Invariants: the supervisor writes the go byte only after systemd's read-back
 // of the unit passed, and before any byte of the client's input; the launcher
 // execs nothing before it has read exactly this byte. A launcher failure is
@@ -14,6 +16,10 @@
 
 namespace opencode {
 
+// The one byte that carries the unit channel's unit end (one SCM_RIGHTS
+// descriptor) on the PTY stream, before StartTransientUnit.
+inline constexpr char kChannelHandoffByte = 'R';
+// The go: written only after the read-back passed.
 inline constexpr char kLaunchGoByte = 'G';
 
 // Exit statuses of the launcher's own failures. 98..125 stay clear of a
@@ -54,6 +60,11 @@ enum LaunchStatus : uint8_t {
                                 // its process group or the terminal's foreground) or could not
                                 // watch it (pidfd_open: the command is killed and reaped first)
 };
+
+// Not launcher failures: the command's parent reports them as the command's
+// exit status, as a shell does.
+inline constexpr uint8_t kCommandCannotExecute = 126;  // the command exists but cannot be executed
+inline constexpr uint8_t kCommandNotFound = 127;       // the command does not exist
 
 // The stable name of a launcher status ("" for a number that is not one).
 inline constexpr std::string_view LaunchFailureName(uint8_t status) noexcept {

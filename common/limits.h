@@ -170,15 +170,9 @@ inline constexpr size_t kMaxBusCallsInFlight = 64;
 // D-Bus signals (UnitRemoved, JobRemoved, PropertiesChanged) are only hints to
 // re-query; they coalesce into a set of at most this many pending unit names.
 inline constexpr size_t kSignalQueueCapacity = 64;
-// Window sizes waiting to be written to a unit's channel: one. A new
-// RESIZE replaces the one not yet written (the last size wins, as a terminal
-// emulator's own resize does), so a flood of 10,000 resizes in one read costs
-// O(1) memory per session and one write; it never holds up INPUT or OUTPUT.
-inline constexpr size_t kPendingResizes = 1;
-// Signals waiting to be written to a unit's channel: one. While it is
-// pending the client's frames wait in its own socket (input paused), so a
-// SIGNAL flood costs the supervisor O(1) and reaches the command in order.
-inline constexpr size_t kPendingSignals = 1;
+// A unit channel holds at most one window size and one signal not yet
+// written: that bound is the shape of daemon/unit_channel.h (one bool and
+// one value each), not a number to tune.
 // A pending signal (a `K` packet, 2 bytes) that cannot be written to the
 // unit channel for this long is given up (notice signal_failed): the channel
 // is full because the monitor does not read it (the command stopped it with

@@ -55,31 +55,6 @@ std::string_view ClientMessage(ErrorCode code) {
   }
 }
 
-// "SEGV", or the number for a signal without a name (real-time signals).
-std::string SignalText(int signo) {
-  const char* name = sigabbrev_np(signo);
-  return name != nullptr ? std::string(name) : absl::StrCat(signo);
-}
-
-// `result` in systemd's words, about the command: from an exact report
-// success / exit-code / signal / core-dump; otherwise systemd's Result of the
-// unit, except that a reported signal is never a `success` (script exits 0
-// when it caught the stop's TERM, which says nothing about the command).
-// A command killed by SIGKILL in a unit systemd saw the kernel's OOM killer
-// hit is `oom-kill`: the exact status says KILL, only systemd knows why.
-std::string ResultText(const std::optional<CommandExit>& exact, const std::string& unit_result,
-                       bool signal_reported) {
-  if (exact) {
-    switch (exact->how) {
-      case ExitHow::kExited: return exact->status == 0 ? "success" : "exit-code";
-      case ExitHow::kKilled: return exact->signo == SIGKILL && unit_result == "oom-kill" ? "oom-kill" : "signal";
-      case ExitHow::kDumped: return "core-dump";
-    }
-  }
-  if (signal_reported && unit_result == "success") return "signal";
-  return unit_result;
-}
-
 absl::StatusOr<std::string> NewSessionId() {
   uint8_t bytes[16];
   // GRND_NONBLOCK: never wait on the loop for the entropy pool; before it is
@@ -458,8 +433,8 @@ void Session::OnResize(uint16_t cols, uint16_t rows) noexcept {
 void Session::SendSignal(uint8_t signo) noexcept {
   // To the command's process only, through its parent in the unit (the
   // monitor): never to script or anything else of the unit. One signal at a
-  // time: frames wait in the socket meanwhile (kPendingSignals), so a client
-  // cannot make the supervisor queue them.
+  // time (the channel holds one): the frames behind it wait in the client's
+  // socket, so a client cannot make the supervisor queue them.
   if (!channel_ || !channel_->RequestSignal(signo)) return Notice("signal_failed", SignalName(signo));
   HoldInput(kHoldSignal, true);
 }
@@ -535,19 +510,16 @@ void Session::OnOutputComplete() noexcept {
 void Session::OnRunningSnapshot(const UnitSnapshot& snapshot) noexcept {
   if (exit_) return;
   if (IsUnitCollected(snapshot)) {
-    // Nothing references a PTY unit and a failed one stays loaded: systemd
-    // collected this one because it ended inactive, i.e. its main process
-    // exited 0 or died of a clean signal (TERM, HUP, INT, PIPE) during a
-    // stop. The command's own report, if any, is what the exit says.
-    exit_ = ExitInfo{.code = 0, .signal = {}, .result = "success"};
+    // The command's own report, if any, is what the exit says.
+    exit_ = CollectedUnitExit();
     Log(LOG_INFO, Fields(), "PTY unit finished and collected by systemd");
     return BeginReap();
   }
   if (!IsUnitFinished(snapshot)) return;
-  auto info = ReadExitInfo(snapshot);
+  auto info = ReadUnitExit(snapshot);
   if (!info.ok()) return Fail(ErrorCode::kInternal, SV(info.status().message()));
   exit_ = std::move(*info);
-  Log(LOG_INFO, Fields(), absl::StrCat("PTY unit finished: ", exit_->result));
+  Log(LOG_INFO, Fields(), absl::StrCat("PTY unit finished: ", AV(exit_->result.Text())));
   BeginReap();
 }
 
@@ -555,61 +527,26 @@ void Session::MaybeSendExit() noexcept {
   if (state_ != State::kRunning || !exit_ || !output_complete_ || !reap_done_ || terminal_queued_)
     return;
   // The unit is gone: everything its monitor sent is in the channel.
-  std::optional<CommandExit> exact;
-  bool executed = false;
+  ExitFacts facts;
+  facts.unit = *exit_;
+  facts.stop_requested = stop_requested_;
   if (channel_) {
     channel_->Drain();
     if (channel_->refused() > 0) {
       static LogLimiter limiter;
       LogLimited(limiter, LOG_WARNING, Fields(), "unit channel: a packet from inside the unit was refused");
     }
-    // A STOP that reached the unit before the command ran interrupts the
-    // launcher, which then reports a failure of its own (found by issue
-    // #17's soak: STOP right after `started` gave launch_failed "monitor").
-    // The client asked for the stop: it ends as a stop does, below.
-    bool stopped_before_exec = stop_requested_ && !channel_->executed().has_value();
-    if (channel_->launch_failure() && !stopped_before_exec)
-      return SendLaunchFailed(*channel_->launch_failure());
-    exact = channel_->command_exit();
-    executed = channel_->executed().has_value();
+    facts.command = channel_->command_exit();
+    facts.launch_failure = channel_->launch_failure();
+    facts.executed = channel_->executed().has_value();
   }
+  ExitReport report = DecideExit(facts);
+  if (report.type == ExitReport::Type::kLaunchFailed) return SendLaunchFailed(report);
   EnvelopeWriter w("exit");
-  bool signal_reported = false;
-  if (exact) {
-    // The command's own wait status, from its parent.
-    if (exact->how == ExitHow::kExited) {
-      w.Int("code", exact->status).Null("signal");
-    } else {
-      w.Null("code").Str("signal", SignalText(exact->signo));
-      signal_reported = true;
-    }
-  } else {
-    // No report: the launcher failed before it could say so, or the
-    // command's parent was killed (script's SIGKILL 2 s after a stop's
-    // TERM, memory pressure). The unit's view, read so that a killed command
-    // is never an exit code (docs/PROTOCOL.md section 4).
-    std::optional<int64_t> code = exit_->code;
-    std::string signal = exit_->signal;
-    if (!executed && !stop_requested_ && code && *code >= 0 && *code <= 255 &&
-        !LaunchFailureName(uint8_t(*code)).empty())
-      return SendLaunchFailed(uint8_t(*code));
-    if (code && *code > 128 && *code <= 128 + kMaxSignalNumber) {
-      // script -e: its child (the command's parent) died of signal code-128.
-      signal = SignalText(int(*code - 128));
-      code.reset();
-    }
-    if (stop_requested_ && signal.empty()) {
-      // script ended on the stop's TERM; the command outlived script's 2 s:
-      // systemd's final SIGKILL (Result=timeout) or TERM it died of later.
-      signal = exit_->result == "timeout" ? "KILL" : "TERM";
-      code.reset();
-    }
-    if (code) w.Int("code", *code); else w.Null("code");
-    if (!signal.empty()) w.Str("signal", signal); else w.Null("signal");
-    signal_reported = !signal.empty();
-  }
-  w.Str("result", ResultText(exact, exit_->result, signal_reported));
-  w.Bool("exact", exact.has_value());
+  if (report.code) w.Int("code", *report.code); else w.Null("code");
+  if (!report.signal.empty()) w.Str("signal", report.signal); else w.Null("signal");
+  w.Str("result", report.result);
+  w.Bool("exact", report.exact);
   QueueTerminal(w.Finish());
 }
 
@@ -622,16 +559,15 @@ void Session::QueueTerminal(std::string envelope) noexcept {
   Arm(Deadline::kFlush, limits::kTerminalFlushDeadlineUsec);
 }
 
-void Session::SendLaunchFailed(uint8_t status) noexcept {
-  std::string_view reason = LaunchFailureName(status);
+void Session::SendLaunchFailed(const ExitReport& report) noexcept {
   static LogLimiter limiter;
-  LogLimited(limiter, LOG_WARNING, Fields(ErrorCode::kLaunchFailed),
-             absl::StrCat("launcher failed: ", AV(reason), " (status ", status, ")"));
+  LogLimited(limiter, LOG_WARNING, Fields(report.error),
+             absl::StrCat("launcher failed: ", AV(report.reason), " (status ", report.status, ")"));
   EnvelopeWriter w("error");
-  w.Str("code", ErrorCodeName(ErrorCode::kLaunchFailed))
-      .Str("message", ClientMessage(ErrorCode::kLaunchFailed))
-      .Str("reason", reason)
-      .Int("status", status);
+  w.Str("code", ErrorCodeName(report.error))
+      .Str("message", ClientMessage(report.error))
+      .Str("reason", report.reason)
+      .Int("status", report.status);
   QueueTerminal(w.Finish());
 }
 

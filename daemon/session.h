@@ -19,6 +19,7 @@
 #include "common/errors.h"
 #include "common/frame.h"
 #include "common/unique_fd.h"
+#include "daemon/exit_report.h"
 #include "daemon/journal.h"
 #include "daemon/peer_auth.h"
 #include "daemon/pump.h"
@@ -114,7 +115,7 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   void BeginReap() noexcept;
   void OnReaped(absl::Status status) noexcept;
   void MaybeSendExit() noexcept;
-  void SendLaunchFailed(uint8_t status) noexcept;
+  void SendLaunchFailed(const ExitReport& report) noexcept;
   void QueueTerminal(std::string envelope) noexcept;
   void Fail(ErrorCode code, std::string_view detail) noexcept;
   void DropClient() noexcept;
@@ -184,7 +185,7 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   bool reap_done_ = false;
   bool unit_proven_gone_ = false;
 
-  std::optional<ExitInfo> exit_;
+  std::optional<UnitExit> exit_;
   bool output_complete_ = false;
   bool terminal_queued_ = false;
   bool client_gone_ = false;

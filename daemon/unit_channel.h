@@ -3,8 +3,8 @@
 // inside the PTY unit (docs/SECURITY.md "The unit channel"; packets in
 // common/channel_message.h).
 // Owns: our end of the pair (the 'V' packet is written at creation and
-// never again), at most kPendingResizes (one) window size and
-// kPendingSignals (one) signal not yet written, and what the unit reported
+// never again), at most one window size and one signal not yet written,
+// and what the unit reported
 // (at most kUnitReports packets: the exec, then the exit or a launch failure).
 // Invariants: a write never blocks the loop (the socket is nonblocking; a full
 // channel keeps what is pending and waits for EPOLLOUT); a new size replaces
@@ -27,13 +27,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/channel_message.h"
+#include "common/launch.h"
 #include "common/unique_fd.h"
+#include "daemon/exit_report.h"
 #include "daemon/sd_ptr.h"
 
 namespace opencode::daemon {
-
-// The one byte that precedes the handoff descriptor on the PTY stream.
-inline constexpr char kChannelHandoffByte = 'R';
 
 // Creates the pair, writes `env_packet` (the one 'V' packet, vetted: empty
 // or built by FilterEnvList) into our end, where it waits for --exec, and
@@ -42,13 +41,6 @@ inline constexpr char kChannelHandoffByte = 'R';
 // SCM_RIGHTS descriptor; our copy of the unit's end is closed before this
 // returns. Returns our end (nonblocking, CLOEXEC).
 absl::StatusOr<UniqueFd> CreateUnitChannel(int stream, std::span<const uint8_t> env_packet);
-
-// How the command ended, as its parent inside the unit reported it.
-struct CommandExit {
-  ExitHow how = ExitHow::kExited;
-  uint8_t status = 0;  // kExited
-  uint8_t signo = 0;   // kKilled / kDumped
-};
 
 class UnitChannel {
  public:
@@ -118,9 +110,16 @@ class UnitChannel {
   EventSourcePtr signal_deadline_;  // armed while a signal is pending
   bool writable_ = true;
   bool reading_ = true;
+  // One size, not a queue: a new RESIZE replaces the one not yet written
+  // (the last size wins, as a terminal emulator's own resize does), so a
+  // flood of 10,000 resizes in one read costs O(1) memory and one write and
+  // never holds up INPUT or OUTPUT.
   bool size_pending_ = false;
   uint16_t cols_ = 0;
   uint16_t rows_ = 0;
+  // One signal, not a queue: while it is pending the client's frames wait in
+  // its own socket (Session pauses input), so a SIGNAL flood costs O(1) and
+  // reaches the command in order.
   bool signal_pending_ = false;
   uint8_t signo_ = 0;
   size_t sizes_written_ = 0;

@@ -1,9 +1,6 @@
 // Snapshot readings (see unit_state.h).
 #include "daemon/unit_state.h"
 
-#include <signal.h>
-#include <string.h>
-
 #include "absl/strings/str_cat.h"
 #include "daemon/status_macros.h"
 
@@ -53,24 +50,12 @@ bool IsUnitCollected(const UnitSnapshot& s) {
   return load.ok() && *load == "not-found";
 }
 
-absl::StatusOr<ExitInfo> ReadExitInfo(const UnitSnapshot& s) {
-  ASSIGN_OR_RETURN(int32_t code, GetProp<int32_t>(s.service, "ExecMainCode"));
-  ASSIGN_OR_RETURN(int32_t status, GetProp<int32_t>(s.service, "ExecMainStatus"));
-  ExitInfo out;
-  ASSIGN_OR_RETURN(out.result, GetProp<std::string>(s.service, "Result"));
-  switch (code) {
-    case CLD_EXITED:
-      out.code = status;
-      break;
-    case CLD_KILLED:
-    case CLD_DUMPED: {
-      const char* name = sigabbrev_np(status);
-      out.signal = name != nullptr ? name : absl::StrCat(status);
-      break;
-    }
-    default:
-      break;  // never started (code 0): code and signal stay null
-  }
+absl::StatusOr<UnitExit> ReadUnitExit(const UnitSnapshot& s) {
+  UnitExit out;
+  ASSIGN_OR_RETURN(out.exec_main_code, GetProp<int32_t>(s.service, "ExecMainCode"));
+  ASSIGN_OR_RETURN(out.exec_main_status, GetProp<int32_t>(s.service, "ExecMainStatus"));
+  ASSIGN_OR_RETURN(std::string result, GetProp<std::string>(s.service, "Result"));
+  out.result = UnitResult::Parse(result);
   return out;
 }
 

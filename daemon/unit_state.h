@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "daemon/exit_report.h"
 #include "daemon/systemd_api.h"
 
 namespace opencode::daemon {
@@ -34,12 +35,8 @@ bool IsUnitFinished(const UnitSnapshot& s);
 // inactive; a failed one stays loaded until the supervisor resets it.
 bool IsUnitCollected(const UnitSnapshot& s);
 
-struct ExitInfo {
-  std::optional<int64_t> code;  // exit status if the main process exited
-  std::string signal;           // signal name ("KILL") if it was killed
-  std::string result;           // systemd's Result ("success", "exit-code", ...)
-};
-// From ExecMainCode/ExecMainStatus/Result of a finished unit.
-absl::StatusOr<ExitInfo> ReadExitInfo(const UnitSnapshot& s);
+// ExecMainCode/ExecMainStatus/Result of a finished unit (what they mean to
+// the client: exit_report.h).
+absl::StatusOr<UnitExit> ReadUnitExit(const UnitSnapshot& s);
 
 }  // namespace opencode::daemon

@@ -57,47 +57,10 @@ using opencode::ErrorCode;
 using opencode::UniqueFd;
 namespace limits = opencode::limits;
 
-// The launcher's own failure statuses: common/launch.h (one table with the
-// supervisor, which reports them as `launch_failed` with their names).
-enum Exit : int {
-  kExitShellStep = opencode::kLaunchShellStep,
-  kExitNotDirectory = opencode::kLaunchNotDirectory,
-  kExitChdir = opencode::kLaunchChdir,
-  kExitDupStderr = opencode::kLaunchDupStderr,
-  kExitArgc = opencode::kLaunchArgc,
-  kExitEncodedTooLong = opencode::kLaunchEncodedTooLong,
-  kExitBadPrefix = opencode::kLaunchBadPrefix,
-  kExitBadAlphabet = opencode::kLaunchBadAlphabet,
-  kExitBadLength = opencode::kLaunchBadLength,
-  kExitNonCanonical = opencode::kLaunchNonCanonical,
-  kExitArgTooLong = opencode::kLaunchArgTooLong,
-  kExitArgvTooLong = opencode::kLaunchArgvTooLong,
-  kExitEmptyCommand = opencode::kLaunchEmptyCommand,
-  kExitNulByte = opencode::kLaunchNulByte,
-  kExitWindowSize = opencode::kLaunchWindowSize,
-  kExitHome = opencode::kLaunchHome,
-  kExitUserName = opencode::kLaunchUserName,
-  kExitCloseFds = opencode::kLaunchCloseFds,
-  kExitSelf = opencode::kLaunchSelf,
-  kExitExecScript = opencode::kLaunchExecScript,
-  kExitNoArgv = opencode::kLaunchNoArgv,
-  kExitNotTty = opencode::kLaunchNotTty,
-  kExitWinsize = opencode::kLaunchWinsize,
-  kExitSignals = opencode::kLaunchSignals,
-  kExitHandoff = opencode::kLaunchHandoff,
-  kExitMonitor = opencode::kLaunchMonitor,
-  kExitEnv = opencode::kLaunchEnv,
-  // Not launcher failures: the command's parent reports them as the
-  // command's exit status, as a shell does.
-  kExitCannotExecute = 126,  // the command exists but cannot be executed
-  kExitNotFound = 127,       // the command does not exist
-};
-
 constexpr char kArgvVar[] = "OPENCODE_PTY_ARGV";
 constexpr int kSelfFd = 3;
 // The unit's end of the unit channel, from the outer launcher to --exec.
 constexpr int kChannelFd = 4;
-constexpr char kHandoffByte = 'R';
 constexpr char kScript[] = "/usr/bin/script";
 // Inner shell: -i makes it take the terminal's foreground process group (the
 // monitor then gives the foreground to the command's own group); `exec`
@@ -175,33 +138,33 @@ int Fail(int status, const char* what) { return Report(STDERR_FILENO, status, wh
 
 int ExitForCodec(ErrorCode e) {
   switch (e) {
-    case ErrorCode::kBadPrefix: return Fail(kExitBadPrefix, "argument rejected: bad_prefix");
-    case ErrorCode::kBadAlphabet: return Fail(kExitBadAlphabet, "argument rejected: bad_alphabet");
-    case ErrorCode::kBadLength: return Fail(kExitBadLength, "argument rejected: bad_length");
-    case ErrorCode::kNonCanonical: return Fail(kExitNonCanonical, "argument rejected: non_canonical");
-    default: return Fail(kExitNonCanonical, "argument rejected");  // DecodeArg has no other code
+    case ErrorCode::kBadPrefix: return Fail(opencode::kLaunchBadPrefix, "argument rejected: bad_prefix");
+    case ErrorCode::kBadAlphabet: return Fail(opencode::kLaunchBadAlphabet, "argument rejected: bad_alphabet");
+    case ErrorCode::kBadLength: return Fail(opencode::kLaunchBadLength, "argument rejected: bad_length");
+    case ErrorCode::kNonCanonical: return Fail(opencode::kLaunchNonCanonical, "argument rejected: non_canonical");
+    default: return Fail(opencode::kLaunchNonCanonical, "argument rejected");  // DecodeArg has no other code
   }
 }
 
 // Decodes tokens[0..n) into `args`, enforcing every argv bound of the start
 // frame again: what the supervisor put in ExecStart= is re-checked here.
 int DecodeAll(size_t n) {
-  if (n == 0 || n > limits::kMaxArgs) return Fail(kExitArgc, "argument count out of bounds");
+  if (n == 0 || n > limits::kMaxArgs) return Fail(opencode::kLaunchArgc, "argument count out of bounds");
   size_t encoded = n - 1;  // the separators of the joined form
   for (size_t i = 0; i < n; ++i) encoded += tokens[i].size();
-  if (encoded > limits::kMaxEncodedArgvBytes) return Fail(kExitEncodedTooLong, "encoded arguments too long");
+  if (encoded > limits::kMaxEncodedArgvBytes) return Fail(opencode::kLaunchEncodedTooLong, "encoded arguments too long");
   std::string raw;
   size_t used = 0;
   for (size_t i = 0; i < n; ++i) {
     // The decoded size follows from the encoded one: refuse before decoding.
     if (tokens[i].size() > opencode::EncodedArgLength(limits::kMaxArgBytes))
-      return Fail(kExitArgTooLong, "argument too long");
+      return Fail(opencode::kLaunchArgTooLong, "argument too long");
     if (ErrorCode e = opencode::DecodeArg(tokens[i], &raw); e != ErrorCode::kOk) return ExitForCodec(e);
-    if (raw.size() > limits::kMaxArgBytes) return Fail(kExitArgTooLong, "argument too long");
+    if (raw.size() > limits::kMaxArgBytes) return Fail(opencode::kLaunchArgTooLong, "argument too long");
     if (used + raw.size() - i > limits::kMaxArgvTotalBytes)  // `used` counts i NULs
-      return Fail(kExitArgvTooLong, "arguments too long in total");
-    if (i == 0 && raw.empty()) return Fail(kExitEmptyCommand, "empty command");
-    if (raw.find('\0') != std::string::npos) return Fail(kExitNulByte, "argument contains NUL");
+      return Fail(opencode::kLaunchArgvTooLong, "arguments too long in total");
+    if (i == 0 && raw.empty()) return Fail(opencode::kLaunchEmptyCommand, "empty command");
+    if (raw.find('\0') != std::string::npos) return Fail(opencode::kLaunchNulByte, "argument contains NUL");
     args[i] = arena + used;
     memcpy(arena + used, raw.data(), raw.size());
     used += raw.size();
@@ -267,25 +230,25 @@ int ReadCarried(bool require_size, Carried* c) {
   const char* cols = getenv("COLUMNS");
   const char* rows = getenv("LINES");
   if (require_size && (cols == nullptr || rows == nullptr))
-    return Fail(kExitWindowSize, "COLUMNS/LINES missing");
+    return Fail(opencode::kLaunchWindowSize, "COLUMNS/LINES missing");
   if ((cols != nullptr && !opencode::ParseDimension(cols, limits::kMaxCols, &c->cols)) ||
       (rows != nullptr && !opencode::ParseDimension(rows, limits::kMaxRows, &c->rows)))
-    return Fail(kExitWindowSize, "COLUMNS/LINES must be decimal 1..1000");
+    return Fail(opencode::kLaunchWindowSize, "COLUMNS/LINES must be decimal 1..1000");
   // Re-spelled from the parsed numbers: canonical either way.
   SetNumber(env_columns, sizeof env_columns, "COLUMNS", c->cols);
   SetNumber(env_lines, sizeof env_lines, "LINES", c->rows);
   if (const char* home = getenv("HOME"); home != nullptr) {
-    if (!ValidHome(home)) return Fail(kExitHome, "HOME is not a valid absolute path");
+    if (!ValidHome(home)) return Fail(opencode::kLaunchHome, "HOME is not a valid absolute path");
     Set(env_home, sizeof env_home, "HOME", home);
     c->home = true;
   }
   if (const char* user = getenv("USER"); user != nullptr) {
-    if (!ValidUserName(user)) return Fail(kExitUserName, "USER is not a valid user name");
+    if (!ValidUserName(user)) return Fail(opencode::kLaunchUserName, "USER is not a valid user name");
     Set(env_user, sizeof env_user, "USER", user);
     c->user = true;
   }
   if (const char* logname = getenv("LOGNAME"); logname != nullptr) {
-    if (!ValidUserName(logname)) return Fail(kExitUserName, "LOGNAME is not a valid user name");
+    if (!ValidUserName(logname)) return Fail(opencode::kLaunchUserName, "LOGNAME is not a valid user name");
     Set(env_logname, sizeof env_logname, "LOGNAME", logname);
     c->logname = true;
   }
@@ -347,7 +310,7 @@ bool IsChannel(int fd) {
          getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_SEQPACKET;
 }
 
-// The supervisor sent exactly one byte 'R' with one SCM_RIGHTS descriptor on
+// The supervisor sent exactly one byte kChannelHandoffByte with one SCM_RIGHTS descriptor on
 // the stream before it asked systemd for the unit, so it is already waiting
 // (MSG_DONTWAIT: a missing handoff fails, never blocks). RecvWithFd receives
 // with MSG_CMSG_CLOEXEC and rejects no fd, two or more, MSG_CTRUNC and foreign
@@ -359,15 +322,15 @@ bool IsChannel(int fd) {
 int TakeChannel() {
   char byte = 0;
   opencode::RecvFdResult r = opencode::RecvWithFd(STDIN_FILENO, &byte, 1, MSG_DONTWAIT);
-  if (r.bytes != 1 || byte != kHandoffByte || r.error != ErrorCode::kOk || !r.fd)
-    return Report(STDOUT_FILENO, kExitHandoff, "the stream did not start with the unit channel handoff");
+  if (r.bytes != 1 || byte != opencode::kChannelHandoffByte || r.error != ErrorCode::kOk || !r.fd)
+    return Report(STDOUT_FILENO, opencode::kLaunchHandoff, "the stream did not start with the unit channel handoff");
   if (!IsChannel(r.fd.get()))
-    return Report(STDOUT_FILENO, kExitHandoff, "the unit channel is not an AF_UNIX SOCK_SEQPACKET socket");
+    return Report(STDOUT_FILENO, opencode::kLaunchHandoff, "the unit channel is not an AF_UNIX SOCK_SEQPACKET socket");
   if (r.fd.get() == kChannelFd) {
-    if (fcntl(kChannelFd, F_SETFD, 0) < 0) return Report(STDOUT_FILENO, kExitHandoff, "cannot bind fd 4");
+    if (fcntl(kChannelFd, F_SETFD, 0) < 0) return Report(STDOUT_FILENO, opencode::kLaunchHandoff, "cannot bind fd 4");
     (void)r.fd.release();  // fd 4 now belongs to the exec'd chain
   } else if (dup2(r.fd.get(), kChannelFd) < 0) {  // a stray on fd 4 would be closed below anyway
-    return Report(STDOUT_FILENO, kExitHandoff, "cannot bind fd 4");
+    return Report(STDOUT_FILENO, opencode::kLaunchHandoff, "cannot bind fd 4");
   }
   channel = kChannelFd;
   return 0;
@@ -385,13 +348,13 @@ int AwaitGo() {
     struct pollfd p = {STDIN_FILENO, POLLIN, 0};
     if (poll(&p, 1, -1) < 0) {
       if (errno == EINTR) continue;
-      return Fail(kExitHandoff, "cannot wait for the supervisor's go");
+      return Fail(opencode::kLaunchHandoff, "cannot wait for the supervisor's go");
     }
     char b = 0;
     ssize_t n = read(STDIN_FILENO, &b, 1);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (n == 1 && b == opencode::kLaunchGoByte) return 0;
-    return Fail(kExitHandoff, "no go from the supervisor");
+    return Fail(opencode::kLaunchHandoff, "no go from the supervisor");
   }
 }
 
@@ -401,13 +364,13 @@ int RunOuter(int argc, char** argv) {
   // stops being a descriptor of ours. Until dup2 succeeds, report on fd 1.
   struct stat st;
   if (fstat(STDERR_FILENO, &st) < 0 || !S_ISDIR(st.st_mode))
-    return Report(STDOUT_FILENO, kExitNotDirectory, "fd 2 is not a directory");
-  if (fchdir(STDERR_FILENO) < 0) return Report(STDOUT_FILENO, kExitChdir, "cannot enter the directory on fd 2");
-  if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0) return Report(STDOUT_FILENO, kExitDupStderr, "dup2(1, 2) failed");
+    return Report(STDOUT_FILENO, opencode::kLaunchNotDirectory, "fd 2 is not a directory");
+  if (fchdir(STDERR_FILENO) < 0) return Report(STDOUT_FILENO, opencode::kLaunchChdir, "cannot enter the directory on fd 2");
+  if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0) return Report(STDOUT_FILENO, opencode::kLaunchDupStderr, "dup2(1, 2) failed");
 
-  if (argc < 1) return Fail(kExitArgc, "argument count out of bounds");
+  if (argc < 1) return Fail(opencode::kLaunchArgc, "argument count out of bounds");
   size_t n = size_t(argc - 1);
-  if (n > limits::kMaxArgs) return Fail(kExitArgc, "argument count out of bounds");
+  if (n > limits::kMaxArgs) return Fail(opencode::kLaunchArgc, "argument count out of bounds");
   for (size_t i = 0; i < n; ++i) tokens[i] = argv[i + 1];
   if (int r = DecodeAll(n); r != 0) return r;
   Carried carried;
@@ -428,8 +391,8 @@ int RunOuter(int argc, char** argv) {
   // Nothing systemd (or anyone before it) left open goes further, except
   // the unit channel on fd 4.
   static_assert(kChannelFd == kSelfFd + 1, "fd 3 is rebound below; only fd 4 is kept");
-  if (close(kSelfFd) < 0 && errno != EBADF) return Fail(kExitCloseFds, "close(3) failed");
-  if (close_range(kChannelFd + 1, ~0U, 0) < 0) return Fail(kExitCloseFds, "close_range failed");
+  if (close(kSelfFd) < 0 && errno != EBADF) return Fail(opencode::kLaunchCloseFds, "close(3) failed");
+  if (close_range(kChannelFd + 1, ~0U, 0) < 0) return Fail(opencode::kLaunchCloseFds, "close_range failed");
   clearenv();
 
   // fd 3 = this reviewed executable, so that the inner step runs it from the
@@ -437,12 +400,12 @@ int RunOuter(int argc, char** argv) {
   // descriptor inherited on purpose; if open() already returned 3 (0..2 are
   // open, everything else was just closed) the flag is cleared explicitly.
   UniqueFd self(open("/proc/self/exe", O_PATH | O_CLOEXEC));
-  if (!self) return Fail(kExitSelf, "cannot open /proc/self/exe");
+  if (!self) return Fail(opencode::kLaunchSelf, "cannot open /proc/self/exe");
   if (self.get() == kSelfFd) {
-    if (fcntl(kSelfFd, F_SETFD, 0) < 0) return Fail(kExitSelf, "cannot bind fd 3");
+    if (fcntl(kSelfFd, F_SETFD, 0) < 0) return Fail(opencode::kLaunchSelf, "cannot bind fd 3");
     (void)self.release();  // fd 3 now belongs to the exec'd chain
   } else if (dup2(self.get(), kSelfFd) < 0) {
-    return Fail(kExitSelf, "cannot bind fd 3");
+    return Fail(opencode::kLaunchSelf, "cannot bind fd 3");
   }
 
   BuildEnv(carried, env_argv, /*for_command=*/false);
@@ -450,7 +413,7 @@ int RunOuter(int argc, char** argv) {
   if (int r = AwaitGo(); r != 0) return r;
   static const char* const script_argv[] = {"script", "-q", "-e", "-f", "-c", kScriptCommand, "/dev/null", nullptr};
   execve(kScript, const_cast<char* const*>(script_argv), const_cast<char* const*>(envp));
-  return Fail(kExitExecScript, "cannot execute /usr/bin/script");
+  return Fail(opencode::kLaunchExecScript, "cannot execute /usr/bin/script");
 }
 
 // ---- inner mode: script -> launcher -c -> sh -i -> launcher --exec -> command ----
@@ -487,10 +450,10 @@ int ExecCommand() {
   if (strchr(file, '/') != nullptr) {
     execve(file, av, ev);
     int err = errno;
-    return ExecFailed(err == ENOENT || err == ENOTDIR ? kExitNotFound : kExitCannotExecute, file, err);
+    return ExecFailed(err == ENOENT || err == ENOTDIR ? opencode::kCommandNotFound : opencode::kCommandCannotExecute, file, err);
   }
   size_t flen = strlen(file);
-  if (flen > NAME_MAX) return ExecFailed(kExitNotFound, file, 0);
+  if (flen > NAME_MAX) return ExecFailed(opencode::kCommandNotFound, file, 0);
   static char path[PATH_MAX];
   bool denied = false;
   for (const char* dir : kPathDirs) {
@@ -502,9 +465,9 @@ int ExecCommand() {
     int err = errno;
     if (err == EACCES) { denied = true; continue; }
     if (err == ENOENT || err == ENOTDIR) continue;
-    return ExecFailed(kExitCannotExecute, file, err);  // found, but it does not run
+    return ExecFailed(opencode::kCommandCannotExecute, file, err);  // found, but it does not run
   }
-  return denied ? ExecFailed(kExitCannotExecute, file, EACCES) : ExecFailed(kExitNotFound, file, 0);
+  return denied ? ExecFailed(opencode::kCommandCannotExecute, file, EACCES) : ExecFailed(opencode::kCommandNotFound, file, 0);
 }
 
 // ---- the shell step: script -> "$SHELL -c CMD" ----
@@ -515,9 +478,9 @@ int ExecCommand() {
 // environment is script's, which the outer launcher built.
 int RunShellStep(const char* command) {
   if (IsChannel(kChannelFd)) channel = kChannelFd;  // for the failure report
-  if (strcmp(command, kScriptCommand) != 0) return Fail(kExitShellStep, "the shell step got another command line");
+  if (strcmp(command, kScriptCommand) != 0) return Fail(opencode::kLaunchShellStep, "the shell step got another command line");
   execve(kShellStepArgv[0], const_cast<char* const*>(kShellStepArgv), environ);
-  return Fail(kExitShellStep, "cannot execute /bin/sh");
+  return Fail(opencode::kLaunchShellStep, "cannot execute /bin/sh");
 }
 
 // ---- the application's environment: the 'V' packet ----
@@ -531,13 +494,13 @@ int RunShellStep(const char* command) {
 int ReadOverlay() {
   bool refused = false;
   ssize_t n = opencode::RecvPacket(kChannelFd, env_packet, sizeof env_packet, MSG_DONTWAIT, &refused);
-  if (n <= 0 || refused) return Fail(kExitEnv, "no environment packet on the unit channel");
+  if (n <= 0 || refused) return Fail(opencode::kLaunchEnv, "no environment packet on the unit channel");
   if (env_packet[0] != uint8_t(opencode::ChannelKind::kEnvironment))
-    return Fail(kExitEnv, "the unit channel did not start with the environment packet");
+    return Fail(opencode::kLaunchEnv, "the unit channel did not start with the environment packet");
   const uint8_t* list = env_packet + 1;
   size_t len = size_t(n) - 1;
   if (ErrorCode e = opencode::CheckEnvList(list, len); e != ErrorCode::kOk)
-    return Report(STDERR_FILENO, kExitEnv, opencode::ErrorCodeName(e).data(), "environment packet rejected: ");
+    return Report(STDERR_FILENO, opencode::kLaunchEnv, opencode::ErrorCodeName(e).data(), "environment packet rejected: ");
   size_t used = 0;
   overlay_count = 0;
   opencode::ForEachEnvEntry(list, len, [&](std::string_view entry) {
@@ -597,7 +560,7 @@ bool Executed(pid_t pid) {
   uint8_t status = 0;
   if (setpgid(0, 0) < 0 || sigprocmask(SIG_BLOCK, &ttou, nullptr) < 0 ||
       tcsetpgrp(STDIN_FILENO, getpid()) < 0 || sigprocmask(SIG_SETMASK, &none, nullptr) < 0) {
-    status = uint8_t(Fail(kExitMonitor, "cannot give the command the terminal's foreground"));
+    status = uint8_t(Fail(opencode::kLaunchMonitor, "cannot give the command the terminal's foreground"));
   } else {
     status = uint8_t(ExecCommand());  // returns only when execve failed (126/127), having said why
   }
@@ -611,7 +574,7 @@ bool Executed(pid_t pid) {
 [[noreturn]] void ReapAndExit(pid_t pid, bool report) {
   siginfo_t si{};
   while (waitid(P_PID, pid, &si, WEXITED) < 0)
-    if (errno != EINTR) _exit(kExitMonitor);
+    if (errno != EINTR) _exit(opencode::kLaunchMonitor);
   uint8_t m[opencode::kChannelExitedBytes];
   int status = 0;
   if (si.si_code == CLD_EXITED) {
@@ -689,14 +652,14 @@ bool Executed(pid_t pid) {
 int RunExec() {
   if (IsChannel(kChannelFd)) channel = kChannelFd;  // for failure reports; checked again below
   const char* joined = getenv(kArgvVar);
-  if (joined == nullptr) return Fail(kExitNoArgv, "OPENCODE_PTY_ARGV is missing");
+  if (joined == nullptr) return Fail(opencode::kLaunchNoArgv, "OPENCODE_PTY_ARGV is missing");
   size_t total = strnlen(joined, limits::kMaxEncodedArgvBytes + 1);
-  if (total > limits::kMaxEncodedArgvBytes) return Fail(kExitEncodedTooLong, "encoded arguments too long");
+  if (total > limits::kMaxEncodedArgvBytes) return Fail(opencode::kLaunchEncodedTooLong, "encoded arguments too long");
   // Split on single spaces; an empty token (two spaces, a leading or trailing
   // space) fails decoding as bad_prefix, exactly like an empty argument would.
   size_t n = 0;
   for (const char* p = joined;; ++n) {
-    if (n == limits::kMaxArgs) return Fail(kExitArgc, "argument count out of bounds");
+    if (n == limits::kMaxArgs) return Fail(opencode::kLaunchArgc, "argument count out of bounds");
     const char* space = strchr(p, ' ');
     size_t len = space != nullptr ? size_t(space - p) : strlen(p);
     tokens[n] = std::string_view(p, len);
@@ -709,43 +672,43 @@ int RunExec() {
   clearenv();  // the temporary value and whatever script and sh added
 
   for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; ++fd)
-    if (!isatty(fd)) return Fail(kExitNotTty, "fd 0, 1 or 2 is not a terminal");
+    if (!isatty(fd)) return Fail(opencode::kLaunchNotTty, "fd 0, 1 or 2 is not a terminal");
   // script starts the PTY at 0x0 (its stdin is a socket): set the size the
   // start frame asked for on the terminal itself.
   struct winsize ws = {carried.rows, carried.cols, 0, 0};
-  if (ioctl(STDIN_FILENO, TIOCSWINSZ, &ws) < 0) return Fail(kExitWinsize, "TIOCSWINSZ failed");
+  if (ioctl(STDIN_FILENO, TIOCSWINSZ, &ws) < 0) return Fail(opencode::kLaunchWinsize, "TIOCSWINSZ failed");
 
   // The command starts like a fresh login: no blocked and no ignored signal
   // (ignored dispositions survive execve; the shells before us set some).
   sigset_t none;
   sigemptyset(&none);
-  if (sigprocmask(SIG_SETMASK, &none, nullptr) < 0) return Fail(kExitSignals, "sigprocmask failed");
+  if (sigprocmask(SIG_SETMASK, &none, nullptr) < 0) return Fail(opencode::kLaunchSignals, "sigprocmask failed");
   for (int sig = 1; sig < NSIG; ++sig) {
     struct sigaction sa;
     if (sigaction(sig, nullptr, &sa) < 0 || sa.sa_handler != SIG_IGN) continue;
     sa.sa_handler = SIG_DFL;
-    if (sigaction(sig, &sa, nullptr) < 0) return Fail(kExitSignals, "cannot reset a signal");
+    if (sigaction(sig, &sa, nullptr) < 0) return Fail(opencode::kLaunchSignals, "cannot reset a signal");
   }
 
   // The channel stays with the monitor (close-on-exec: the command never has it).
-  if (!IsChannel(kChannelFd)) return Fail(kExitHandoff, "fd 4 is not the unit channel");
-  if (fcntl(kChannelFd, F_SETFD, FD_CLOEXEC) < 0) return Fail(kExitHandoff, "cannot mark fd 4 close-on-exec");
+  if (!IsChannel(kChannelFd)) return Fail(opencode::kLaunchHandoff, "fd 4 is not the unit channel");
+  if (fcntl(kChannelFd, F_SETFD, FD_CLOEXEC) < 0) return Fail(opencode::kLaunchHandoff, "cannot mark fd 4 close-on-exec");
   // fd 3 (this executable) and anything script or sh left open stay behind.
-  if (close(kSelfFd) < 0 && errno != EBADF) return Fail(kExitCloseFds, "close(3) failed");
-  if (close_range(kChannelFd + 1, ~0U, 0) < 0) return Fail(kExitCloseFds, "close_range failed");
+  if (close(kSelfFd) < 0 && errno != EBADF) return Fail(opencode::kLaunchCloseFds, "close(3) failed");
+  if (close_range(kChannelFd + 1, ~0U, 0) < 0) return Fail(opencode::kLaunchCloseFds, "close_range failed");
   if (int r = ReadOverlay(); r != 0) return r;
   BuildEnv(carried, nullptr, /*for_command=*/true);
 
   // The command is this process's child, so that its exact wait status is
   // known here; it execs at once, the monitor's set-up runs beside it.
   int rp[2];
-  if (pipe2(rp, O_CLOEXEC) < 0) return Fail(kExitMonitor, "pipe failed");
+  if (pipe2(rp, O_CLOEXEC) < 0) return Fail(opencode::kLaunchMonitor, "pipe failed");
   UniqueFd report_r(rp[0]), report_w(rp[1]);
   // The child is born with kPreExecName (no moment of it has another name
   // before its execve); the monitor then takes its own.
   (void)prctl(PR_SET_NAME, kPreExecName.data(), 0, 0, 0);
   pid_t pid = fork();
-  if (pid < 0) return Fail(kExitMonitor, "fork failed");
+  if (pid < 0) return Fail(opencode::kLaunchMonitor, "fork failed");
   if (pid == 0) {
     report_r.reset();
     RunChild(report_w.get());
@@ -766,13 +729,13 @@ int RunExec() {
     (void)kill(pid, SIGKILL);
     siginfo_t si{};
     while (waitid(P_PID, pid, &si, WEXITED) < 0 && errno == EINTR) {}
-    return Fail(kExitMonitor, "pidfd_open failed");
+    return Fail(opencode::kLaunchMonitor, "pidfd_open failed");
   }
   uint8_t why = 0;
   ssize_t got = 0;
   while ((got = read(report_r.get(), &why, 1)) < 0 && errno == EINTR) {}
   report_r.reset();
-  bool failed = got == 1 && why != kExitCannotExecute && why != kExitNotFound;
+  bool failed = got == 1 && why != opencode::kCommandCannotExecute && why != opencode::kCommandNotFound;
   if (got == 0 && Executed(pid)) {
     uint8_t m[opencode::kChannelExecutedBytes];
     opencode::EncodeExecuted(pid, m);

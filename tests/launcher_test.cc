@@ -51,12 +51,6 @@ using opencode::UniqueFd;
 namespace limits = opencode::limits;
 namespace fs = std::filesystem;
 
-// Exit statuses of the launcher (launcher/main.cc, docs/SECURITY.md).
-constexpr int kNotDirectory = 100, kChdir = 101, kDupStderr = 102, kArgc = 103, kEncodedTooLong = 104, kBadPrefix = 105,
-              kBadAlphabet = 106, kBadLength = 107, kNonCanonical = 108, kArgTooLong = 109,
-              kArgvTooLong = 110, kEmptyCommand = 111, kNulByte = 112, kWindowSize = 113,
-              kHome = 114, kUserName = 115, kNoArgv = 119, kNotTty = 120, kHandoff = 123, kNoGo = 123,
-              kCannotExecute = 126, kNotFound = 127;
 constexpr uid_t kNobody = 65534;
 
 std::string Enc(std::string_view raw) {
@@ -292,18 +286,21 @@ class LauncherTest : public ::testing::Test {
       case Handoff::kNone:
         return true;
       case Handoff::kNoFd:
-        n = send(stream, "R", 1, MSG_NOSIGNAL);
+        n = send(stream, &opencode::kChannelHandoffByte, 1, MSG_NOSIGNAL);
         break;
       case Handoff::kWrongByte:
         n = opencode::SendWithFd(stream, "X", 1, unit_end.get());
         break;
-      case Handoff::kTwoBytes:  // 'R' + fd, the go and a line of input at once: only 'R' and the go are the launcher's
-        n = opencode::SendWithFd(stream, "R", 1, unit_end.get());
-        if (n == 1 && send(stream, "Gtyped\n", 7, MSG_NOSIGNAL) != 7) n = -1;
+      case Handoff::kTwoBytes: {  // handoff + fd, the go and a line of input at once: only the handoff and the go are the launcher's
+        n = opencode::SendWithFd(stream, &opencode::kChannelHandoffByte, 1, unit_end.get());
+        const std::string go_and_input = std::string(1, opencode::kLaunchGoByte) + "typed\n";
+        if (n == 1 && send(stream, go_and_input.data(), go_and_input.size(), MSG_NOSIGNAL) != ssize_t(go_and_input.size()))
+          n = -1;
         break;
+      }
       case Handoff::kTwoFds: {
         int fds[2] = {unit_end.get(), unit_end.get()};
-        char byte = 'R';
+        char byte = opencode::kChannelHandoffByte;
         struct iovec iov = {&byte, 1};
         alignas(struct cmsghdr) char ctl[CMSG_SPACE(sizeof fds)] = {};
         struct msghdr mh = {};
@@ -321,7 +318,7 @@ class LauncherTest : public ::testing::Test {
       }
       case Handoff::kGood:
       case Handoff::kStreamSocket:
-        n = opencode::SendWithFd(stream, "R", 1, unit_end.get());
+        n = opencode::SendWithFd(stream, &opencode::kChannelHandoffByte, 1, unit_end.get());
         break;
     }
     if (n != 1) {
@@ -406,39 +403,39 @@ struct Hostile {
 
 std::vector<Hostile> HostileTokens() {
   return {
-      {"Empty", "", kBadPrefix, "bad_prefix"},
-      {"OtherPrefix", "bZm9v", kBadPrefix, "bad_prefix"},
-      {"UpperPrefix", "AZm9v", kBadPrefix, "bad_prefix"},
-      {"ExecFlag", "--exec", kBadPrefix, "bad_prefix"},
-      {"LeadingDash", "-aZm9v", kBadPrefix, "bad_prefix"},
-      {"LeadingSpace", " aZm9v", kBadPrefix, "bad_prefix"},
-      {"RawPath", "/usr/bin/touch", kBadPrefix, "bad_prefix"},
-      {"PaddingAfterQuad", "aZm9v=", kBadAlphabet, "bad_alphabet"},
-      {"PaddingOne", "aZm8=", kBadAlphabet, "bad_alphabet"},
-      {"PaddingTwo", "aZg==", kBadAlphabet, "bad_alphabet"},
-      {"StandardPlus", "aZm9v+", kBadAlphabet, "bad_alphabet"},
-      {"StandardSlash", "aZm9v/", kBadAlphabet, "bad_alphabet"},
-      {"InnerSpace", "aZm 9v", kBadAlphabet, "bad_alphabet"},
-      {"Newline", "aZm9v\n", kBadAlphabet, "bad_alphabet"},
-      {"Tab", "aZm9v\t", kBadAlphabet, "bad_alphabet"},
-      {"CommandSubstitution", "a$(touch pwned)", kBadAlphabet, "bad_alphabet"},
-      {"Backticks", "a`touch pwned`", kBadAlphabet, "bad_alphabet"},
-      {"Semicolon", "a;touch pwned", kBadAlphabet, "bad_alphabet"},
-      {"Glob", "a*", kBadAlphabet, "bad_alphabet"},
-      {"NonUtf8", "a\xff\xfe", kBadAlphabet, "bad_alphabet"},
-      {"Utf8", "aZm9v\xc3\xa9", kBadAlphabet, "bad_alphabet"},
-      {"Dot", "aZm9v.", kBadAlphabet, "bad_alphabet"},
-      {"Tilde", "a~", kBadAlphabet, "bad_alphabet"},
-      {"LengthOneMod4", "aZ", kBadLength, "bad_length"},
-      {"LengthFive", "aZm9vY", kBadLength, "bad_length"},
-      {"LengthNine", "aZm9vYmFyZ", kBadLength, "bad_length"},
-      {"TrailingBitsOneByte", "aZh", kNonCanonical, "non_canonical"},
-      {"TrailingBitsAfterQuad", "aZm9vYh", kNonCanonical, "non_canonical"},
-      {"TrailingBitsTwoBytes", "aZm9vYmG", kNonCanonical, "non_canonical"},
-      {"TrailingBitsZeroBytes", "aAB", kNonCanonical, "non_canonical"},
-      {"TrailingBitsAAB", "aAAB", kNonCanonical, "non_canonical"},
-      {"EncodedNul", "aAA", kNulByte, "NUL"},
-      {"EncodedInnerNul", "aAGI", kNulByte, "NUL"},
+      {"Empty", "", opencode::kLaunchBadPrefix, "bad_prefix"},
+      {"OtherPrefix", "bZm9v", opencode::kLaunchBadPrefix, "bad_prefix"},
+      {"UpperPrefix", "AZm9v", opencode::kLaunchBadPrefix, "bad_prefix"},
+      {"ExecFlag", "--exec", opencode::kLaunchBadPrefix, "bad_prefix"},
+      {"LeadingDash", "-aZm9v", opencode::kLaunchBadPrefix, "bad_prefix"},
+      {"LeadingSpace", " aZm9v", opencode::kLaunchBadPrefix, "bad_prefix"},
+      {"RawPath", "/usr/bin/touch", opencode::kLaunchBadPrefix, "bad_prefix"},
+      {"PaddingAfterQuad", "aZm9v=", opencode::kLaunchBadAlphabet, "bad_alphabet"},
+      {"PaddingOne", "aZm8=", opencode::kLaunchBadAlphabet, "bad_alphabet"},
+      {"PaddingTwo", "aZg==", opencode::kLaunchBadAlphabet, "bad_alphabet"},
+      {"StandardPlus", "aZm9v+", opencode::kLaunchBadAlphabet, "bad_alphabet"},
+      {"StandardSlash", "aZm9v/", opencode::kLaunchBadAlphabet, "bad_alphabet"},
+      {"InnerSpace", "aZm 9v", opencode::kLaunchBadAlphabet, "bad_alphabet"},
+      {"Newline", "aZm9v\n", opencode::kLaunchBadAlphabet, "bad_alphabet"},
+      {"Tab", "aZm9v\t", opencode::kLaunchBadAlphabet, "bad_alphabet"},
+      {"CommandSubstitution", "a$(touch pwned)", opencode::kLaunchBadAlphabet, "bad_alphabet"},
+      {"Backticks", "a`touch pwned`", opencode::kLaunchBadAlphabet, "bad_alphabet"},
+      {"Semicolon", "a;touch pwned", opencode::kLaunchBadAlphabet, "bad_alphabet"},
+      {"Glob", "a*", opencode::kLaunchBadAlphabet, "bad_alphabet"},
+      {"NonUtf8", "a\xff\xfe", opencode::kLaunchBadAlphabet, "bad_alphabet"},
+      {"Utf8", "aZm9v\xc3\xa9", opencode::kLaunchBadAlphabet, "bad_alphabet"},
+      {"Dot", "aZm9v.", opencode::kLaunchBadAlphabet, "bad_alphabet"},
+      {"Tilde", "a~", opencode::kLaunchBadAlphabet, "bad_alphabet"},
+      {"LengthOneMod4", "aZ", opencode::kLaunchBadLength, "bad_length"},
+      {"LengthFive", "aZm9vY", opencode::kLaunchBadLength, "bad_length"},
+      {"LengthNine", "aZm9vYmFyZ", opencode::kLaunchBadLength, "bad_length"},
+      {"TrailingBitsOneByte", "aZh", opencode::kLaunchNonCanonical, "non_canonical"},
+      {"TrailingBitsAfterQuad", "aZm9vYh", opencode::kLaunchNonCanonical, "non_canonical"},
+      {"TrailingBitsTwoBytes", "aZm9vYmG", opencode::kLaunchNonCanonical, "non_canonical"},
+      {"TrailingBitsZeroBytes", "aAB", opencode::kLaunchNonCanonical, "non_canonical"},
+      {"TrailingBitsAAB", "aAAB", opencode::kLaunchNonCanonical, "non_canonical"},
+      {"EncodedNul", "aAA", opencode::kLaunchNulByte, "NUL"},
+      {"EncodedInnerNul", "aAGI", opencode::kLaunchNulByte, "NUL"},
   };
 }
 
@@ -468,21 +465,21 @@ INSTANTIATE_TEST_SUITE_P(Tokens, LauncherRejects, ::testing::ValuesIn(HostileTok
 
 TEST_F(LauncherTest, RejectsEmptyCommand) {
   Outcome o = Run({Enc(""), Enc(dir_ + "/marker")});
-  EXPECT_EQ(o.code(), kEmptyCommand) << o.output;
+  EXPECT_EQ(o.code(), opencode::kLaunchEmptyCommand) << o.output;
   EXPECT_NE(o.output.find("empty command"), std::string::npos);
   EXPECT_FALSE(Exists("marker"));
 }
 
 TEST_F(LauncherTest, RejectsNoArguments) {
   Outcome o = Run({});
-  EXPECT_EQ(o.code(), kArgc) << o.output;
+  EXPECT_EQ(o.code(), opencode::kLaunchArgc) << o.output;
 }
 
 TEST_F(LauncherTest, RejectsMoreThanMaxArgs) {
   std::vector<std::string> args = TouchMarker();
   while (args.size() < limits::kMaxArgs + 1) args.push_back(Enc("x"));
   Outcome o = Run(args);
-  EXPECT_EQ(o.code(), kArgc) << o.output;
+  EXPECT_EQ(o.code(), opencode::kLaunchArgc) << o.output;
   EXPECT_FALSE(Exists("marker"));
 }
 
@@ -490,7 +487,7 @@ TEST_F(LauncherTest, RejectsArgumentAboveMaxArgBytes) {
   std::vector<std::string> args = TouchMarker();
   args.push_back(Enc(std::string(limits::kMaxArgBytes + 1, 'x')));
   Outcome o = Run(args);
-  EXPECT_EQ(o.code(), kArgTooLong) << o.output;
+  EXPECT_EQ(o.code(), opencode::kLaunchArgTooLong) << o.output;
   EXPECT_FALSE(Exists("marker"));
 }
 
@@ -504,7 +501,7 @@ TEST_F(LauncherTest, RejectsArgvAboveMaxTotalBytes) {
   }
   args.push_back(Enc(std::string(left + 1, 'z')));  // one byte over
   Outcome o = Run(args);
-  EXPECT_EQ(o.code(), kArgvTooLong) << o.output;
+  EXPECT_EQ(o.code(), opencode::kLaunchArgvTooLong) << o.output;
   EXPECT_FALSE(Exists("marker"));
 }
 
@@ -513,7 +510,7 @@ TEST_F(LauncherTest, RejectsEncodedArgvAboveBound) {
   std::vector<std::string> args = TouchMarker();
   for (int i = 0; i < 3; ++i) args.push_back("a" + std::string(40000, 'A'));
   Outcome o = Run(args);
-  EXPECT_EQ(o.code(), kEncodedTooLong) << o.output;
+  EXPECT_EQ(o.code(), opencode::kLaunchEncodedTooLong) << o.output;
   EXPECT_FALSE(Exists("marker"));
 }
 
@@ -521,11 +518,11 @@ TEST_F(LauncherTest, RejectsStderrThatIsNotADirectory) {
   UniqueFd file(open((dir_ + "/plain").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   ASSERT_TRUE(file.valid());
   Outcome o = Run(TouchMarker(), {.fd2 = file.get()});
-  EXPECT_EQ(o.code(), kNotDirectory) << o.output;
+  EXPECT_EQ(o.code(), opencode::kLaunchNotDirectory) << o.output;
   EXPECT_NE(o.output.find("fd 2 is not a directory"), std::string::npos) << o.output;
   EXPECT_FALSE(Exists("marker"));
   Outcome closed = Run(TouchMarker(), {.fd2 = -2});
-  EXPECT_EQ(closed.code(), kNotDirectory) << closed.output;
+  EXPECT_EQ(closed.code(), opencode::kLaunchNotDirectory) << closed.output;
   EXPECT_FALSE(Exists("marker"));
 }
 
@@ -543,14 +540,14 @@ TEST_F(LauncherTest, RejectsADirectoryItCannotEnter) {
     ASSERT_EQ(chmod(locked.c_str(), 0600), 0);  // no search bit for its own owner
   }
   Outcome o = Run(TouchMarker(), {.fd2 = fd.get()});
-  EXPECT_EQ(o.code(), kChdir) << o.output;
+  EXPECT_EQ(o.code(), opencode::kLaunchChdir) << o.output;
   EXPECT_NE(o.output.find("cannot enter the directory on fd 2"), std::string::npos) << o.output;
   EXPECT_FALSE(Exists("marker"));
 }
 
 TEST_F(LauncherTest, RejectsAClosedStdout) {
   Outcome o = Run(TouchMarker(), {.close_stdout = true});
-  EXPECT_EQ(o.code(), kDupStderr) << o.output;
+  EXPECT_EQ(o.code(), opencode::kLaunchDupStderr) << o.output;
   EXPECT_FALSE(Exists("marker"));
 }
 
@@ -558,16 +555,16 @@ TEST_F(LauncherTest, RejectsAClosedStdout) {
 TEST_F(LauncherTest, RejectsMalformedEnvironment) {
   struct Case { std::string var, value; int status; };
   std::vector<Case> cases = {
-      {"COLUMNS", "0", kWindowSize},     {"COLUMNS", "1001", kWindowSize},
-      {"COLUMNS", "080", kWindowSize},   {"COLUMNS", "+80", kWindowSize},
-      {"COLUMNS", "", kWindowSize},      {"COLUMNS", "80x", kWindowSize},
-      {"COLUMNS", "99999", kWindowSize}, {"LINES", "0", kWindowSize},
-      {"LINES", "-1", kWindowSize},      {"LINES", "1001", kWindowSize},
-      {"HOME", "relative/home", kHome},  {"HOME", "", kHome},
-      {"HOME", "/home/x\ny", kHome},     {"HOME", "/" + std::string(5000, 'h'), kHome},
-      {"USER", "a/b", kUserName},        {"USER", "", kUserName},
-      {"USER", "-rf", kUserName},        {"USER", "name with space", kUserName},
-      {"LOGNAME", "x;y", kUserName},     {"LOGNAME", std::string(300, 'n'), kUserName},
+      {"COLUMNS", "0", opencode::kLaunchWindowSize},     {"COLUMNS", "1001", opencode::kLaunchWindowSize},
+      {"COLUMNS", "080", opencode::kLaunchWindowSize},   {"COLUMNS", "+80", opencode::kLaunchWindowSize},
+      {"COLUMNS", "", opencode::kLaunchWindowSize},      {"COLUMNS", "80x", opencode::kLaunchWindowSize},
+      {"COLUMNS", "99999", opencode::kLaunchWindowSize}, {"LINES", "0", opencode::kLaunchWindowSize},
+      {"LINES", "-1", opencode::kLaunchWindowSize},      {"LINES", "1001", opencode::kLaunchWindowSize},
+      {"HOME", "relative/home", opencode::kLaunchHome},  {"HOME", "", opencode::kLaunchHome},
+      {"HOME", "/home/x\ny", opencode::kLaunchHome},     {"HOME", "/" + std::string(5000, 'h'), opencode::kLaunchHome},
+      {"USER", "a/b", opencode::kLaunchUserName},        {"USER", "", opencode::kLaunchUserName},
+      {"USER", "-rf", opencode::kLaunchUserName},        {"USER", "name with space", opencode::kLaunchUserName},
+      {"LOGNAME", "x;y", opencode::kLaunchUserName},     {"LOGNAME", std::string(300, 'n'), opencode::kLaunchUserName},
   };
   for (const Case& c : cases) {
     std::vector<std::string> env = SystemdEnv();
@@ -587,16 +584,16 @@ TEST_F(LauncherTest, ExecModeRejectsBeforeRunning) {
   std::string good = Enc("/usr/bin/touch") + " " + Enc(marker);
   struct Case { std::vector<std::string> env; int status; };
   std::vector<Case> cases = {
-      {{"COLUMNS=80", "LINES=24"}, kNoArgv},
-      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV=" + Enc("/usr/bin/touch") + "  " + Enc(marker)}, kBadPrefix},
-      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV= " + good}, kBadPrefix},
-      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV=" + good + " "}, kBadPrefix},
-      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV=" + good + " aZm9v="}, kBadAlphabet},
-      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV=" + good + " aZh"}, kNonCanonical},
-      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV="}, kBadPrefix},
-      {{"LINES=24", "OPENCODE_PTY_ARGV=" + good}, kWindowSize},   // required in --exec mode
-      {{"COLUMNS=80", "OPENCODE_PTY_ARGV=" + good}, kWindowSize},
-      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV=" + good}, kNotTty},  // stdio is a socket here
+      {{"COLUMNS=80", "LINES=24"}, opencode::kLaunchNoArgv},
+      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV=" + Enc("/usr/bin/touch") + "  " + Enc(marker)}, opencode::kLaunchBadPrefix},
+      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV= " + good}, opencode::kLaunchBadPrefix},
+      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV=" + good + " "}, opencode::kLaunchBadPrefix},
+      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV=" + good + " aZm9v="}, opencode::kLaunchBadAlphabet},
+      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV=" + good + " aZh"}, opencode::kLaunchNonCanonical},
+      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV="}, opencode::kLaunchBadPrefix},
+      {{"LINES=24", "OPENCODE_PTY_ARGV=" + good}, opencode::kLaunchWindowSize},   // required in --exec mode
+      {{"COLUMNS=80", "OPENCODE_PTY_ARGV=" + good}, opencode::kLaunchWindowSize},
+      {{"COLUMNS=80", "LINES=24", "OPENCODE_PTY_ARGV=" + good}, opencode::kLaunchNotTty},  // stdio is a socket here
   };
   for (const Case& c : cases) {
     std::vector<std::string> env = c.env;
@@ -606,7 +603,7 @@ TEST_F(LauncherTest, ExecModeRejectsBeforeRunning) {
   }
   // "--exec" with anything after it is outer mode, where it is not canonical.
   Outcome o = Run({"--exec", Enc("/usr/bin/touch")});
-  EXPECT_EQ(o.code(), kBadPrefix) << o.output;
+  EXPECT_EQ(o.code(), opencode::kLaunchBadPrefix) << o.output;
 }
 
 // ---------------------------------------------------------------------------
@@ -696,7 +693,7 @@ TEST_F(LauncherTest, EncodedArgvOnePastTheMaximumIsRefused) {
   tokens.back() += "A";  // one byte more than any accepted argv encodes to
   ASSERT_EQ(JoinedSize(tokens), limits::kMaxEncodedArgvBytes + 1);
   Outcome o = Run(tokens);
-  EXPECT_EQ(o.code(), kEncodedTooLong) << o.output.substr(0, 300);
+  EXPECT_EQ(o.code(), opencode::kLaunchEncodedTooLong) << o.output.substr(0, 300);
   EXPECT_NE(o.output.find("encoded arguments too long"), std::string::npos);
   EXPECT_FALSE(fs::exists(dir_ + "/probe-report"));
 }
@@ -715,14 +712,14 @@ TEST_F(LauncherTest, EchoWith1023ArgumentsOf64BytesRuns) {
 
 TEST_F(LauncherTest, NothingRunsWhenTheStreamEndsBeforeTheGo) {
   Outcome o = Run(TouchMarker(), {.input = "", .close_input = true});
-  EXPECT_EQ(o.code(), kNoGo) << o.output;
+  EXPECT_EQ(o.code(), opencode::kLaunchHandoff) << o.output;
   EXPECT_NE(o.output.find("no go from the supervisor"), std::string::npos) << o.output;
   EXPECT_FALSE(Exists("marker"));
 }
 
 TEST_F(LauncherTest, NothingRunsWhenTheFirstByteIsNotTheGo) {
   Outcome o = Run(TouchMarker(), {.input = "touch\n", .close_input = true});
-  EXPECT_EQ(o.code(), kNoGo) << o.output;
+  EXPECT_EQ(o.code(), opencode::kLaunchHandoff) << o.output;
   EXPECT_FALSE(Exists("marker"));
 }
 
@@ -845,21 +842,21 @@ TEST_F(LauncherTest, ExitStatusesComeBackFaithfully) {
 
 TEST_F(LauncherTest, NotFoundIs127) {
   Outcome o = Run(Encode({"opencode-no-such-command"}));
-  EXPECT_EQ(o.code(), kNotFound) << o.output;
+  EXPECT_EQ(o.code(), opencode::kCommandNotFound) << o.output;
   EXPECT_NE(o.output.find("opencode-pty-launcher: opencode-no-such-command: command not found\r\n"),
             std::string::npos) << o.output;
   Outcome p = Run(Encode({"./missing"}));
-  EXPECT_EQ(p.code(), kNotFound) << p.output;
+  EXPECT_EQ(p.code(), opencode::kCommandNotFound) << p.output;
   EXPECT_NE(p.output.find("./missing: No such file or directory"), std::string::npos) << p.output;
   // The caller's PATH (which names the work dir) is not used for the lookup.
   std::ofstream(dir_ + "/opencode-in-caller-path") << "#!/bin/sh\ntouch " << dir_ << "/marker\n";
   fs::permissions(dir_ + "/opencode-in-caller-path", fs::perms(0755));
   Outcome q = Run(Encode({"opencode-in-caller-path"}));
-  EXPECT_EQ(q.code(), kNotFound) << q.output;
+  EXPECT_EQ(q.code(), opencode::kCommandNotFound) << q.output;
   EXPECT_FALSE(Exists("marker"));
   // A hostile name is shown escaped, never raw on the terminal.
   Outcome e = Run(Encode({"no\x1b]2;x\x07such"}));
-  EXPECT_EQ(e.code(), kNotFound) << e.output;
+  EXPECT_EQ(e.code(), opencode::kCommandNotFound) << e.output;
   EXPECT_NE(e.output.find("no\\x1b]2;x\\x07such: command not found"), std::string::npos) << e.output;
 }
 
@@ -867,15 +864,15 @@ TEST_F(LauncherTest, NotExecutableIs126) {
   std::ofstream(dir_ + "/not-executable") << "#!/bin/sh\nexit 0\n";
   fs::permissions(dir_ + "/not-executable", fs::perms(0644));
   Outcome o = Run(Encode({"./not-executable"}));
-  EXPECT_EQ(o.code(), kCannotExecute) << o.output;
+  EXPECT_EQ(o.code(), opencode::kCommandCannotExecute) << o.output;
   EXPECT_NE(o.output.find("./not-executable: Permission denied"), std::string::npos) << o.output;
   Outcome d = Run(Encode({"/tmp"}));  // a directory
-  EXPECT_EQ(d.code(), kCannotExecute) << d.output;
+  EXPECT_EQ(d.code(), opencode::kCommandCannotExecute) << d.output;
   // No #! line: execve says ENOEXEC and the launcher does NOT fall back to a shell.
   std::ofstream(dir_ + "/no-shebang") << "touch " << dir_ << "/marker\n";
   fs::permissions(dir_ + "/no-shebang", fs::perms(0755));
   Outcome n = Run(Encode({"./no-shebang"}));
-  EXPECT_EQ(n.code(), kCannotExecute) << n.output;
+  EXPECT_EQ(n.code(), opencode::kCommandCannotExecute) << n.output;
   EXPECT_NE(n.output.find("Exec format error"), std::string::npos) << n.output;
   EXPECT_FALSE(Exists("marker"));
 }
@@ -997,7 +994,7 @@ class LauncherRejectsHandoff : public LauncherTest, public ::testing::WithParamI
 
 TEST_P(LauncherRejectsHandoff, BeforeAnythingRuns) {
   Outcome o = Run(TouchMarker(), {.handoff = GetParam().kind});
-  EXPECT_EQ(o.code(), kHandoff) << o.output;
+  EXPECT_EQ(o.code(), opencode::kLaunchHandoff) << o.output;
   EXPECT_NE(o.output.find("opencode-pty-launcher: "), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("unit channel"), std::string::npos) << o.output;
   EXPECT_FALSE(Exists("marker"));
@@ -1017,7 +1014,7 @@ TEST_F(LauncherTest, ExecModeWithoutTheChannelRefuses) {
   std::string inner = "COLUMNS=80 LINES=24 OPENCODE_PTY_ARGV='" + Enc("/usr/bin/touch") + " " +
                       Enc(dir_ + "/marker") + "' exec " + LAUNCHER_PATH + " --exec";
   Outcome o = Run(Encode({"/bin/sh", "-c", inner}));
-  EXPECT_EQ(o.code(), kHandoff) << o.output;
+  EXPECT_EQ(o.code(), opencode::kLaunchHandoff) << o.output;
   EXPECT_NE(o.output.find("fd 4 is not the unit channel"), std::string::npos) << o.output;
   EXPECT_FALSE(Exists("marker"));
 }
@@ -1287,11 +1284,11 @@ TEST_F(LauncherTest, KeyboardStopStopsTheCommandOnlyAndContResumesIt) {
 // no 'E', no 'X'.
 TEST_F(LauncherTest, ALauncherFailureIsReportedOnTheChannel) {
   Outcome o = Run({"a!!"});
-  EXPECT_EQ(o.code(), kBadAlphabet) << o.output;
+  EXPECT_EQ(o.code(), opencode::kLaunchBadAlphabet) << o.output;
   auto ms = FromUnit(o.channel.get());
   ASSERT_EQ(ms.size(), 1u) << Describe(ms);
   EXPECT_EQ(ms[0].kind, opencode::ChannelKind::kLaunchFailed);
-  EXPECT_EQ(ms[0].status, kBadAlphabet);
+  EXPECT_EQ(ms[0].status, opencode::kLaunchBadAlphabet);
   EXPECT_EQ(opencode::LaunchFailureName(ms[0].status), "bad_alphabet");
 }
 
@@ -1331,12 +1328,12 @@ TEST_F(LauncherTest, AChildThatDiesBeforeItsExecIsNeverReportedAsExecuted) {
 // says), not a launcher failure: no 'E' (it never ran), then 'X' 127.
 TEST_F(LauncherTest, CommandNotFoundIsAnExactExitNotALaunchFailure) {
   Outcome o = Run(Encode({"opencode-no-such-command"}));
-  EXPECT_EQ(o.code(), kNotFound) << o.output;
+  EXPECT_EQ(o.code(), opencode::kCommandNotFound) << o.output;
   auto ms = FromUnit(o.channel.get());
   ASSERT_EQ(ms.size(), 1u) << Describe(ms);
   EXPECT_EQ(ms[0].kind, opencode::ChannelKind::kExited);
   EXPECT_EQ(ms[0].how, opencode::ExitHow::kExited);
-  EXPECT_EQ(ms[0].status, kNotFound);
+  EXPECT_EQ(ms[0].status, opencode::kCommandNotFound);
 }
 
 // The shell step runs only the fixed line: anything else is refused

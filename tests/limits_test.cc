@@ -1,9 +1,12 @@
-// Every bound in common/limits.h is hit by at least one test: this test reads
-// the header, lists each `inline constexpr` bound, and fails for any bound
-// that no test under tests/ names. It prints the table of which test files
-// cover which bound (the enumeration the style guide asks for). The
-// supervisor's memory bound is tied to MemoryMax= in its unit file.
+// Every bound in common/limits.h is hit by at least one test and enforced by
+// code: this test reads the header, lists each `inline constexpr` bound, and
+// fails for any bound that no test under tests/ names, or that no source of
+// the supervisor, the helpers or common/ uses (comments do not count). It
+// prints the table of which test files cover which bound (the enumeration the
+// style guide asks for). The supervisor's memory bound is tied to MemoryMax=
+// in its unit file.
 #include <dirent.h>
+#include <sys/stat.h>
 
 #include <gtest/gtest.h>
 
@@ -15,6 +18,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "common/limits.h"
 
@@ -80,6 +84,123 @@ TEST(Limits, EveryBoundIsNamedByATest) {
     if (files.empty()) uncovered.push_back(b);
   }
   EXPECT_TRUE(uncovered.empty()) << "bounds no test names: " << ::testing::PrintToString(uncovered);
+}
+
+// The code of a C++ source without its comments; string and character
+// literals stay (a bound named inside one is still named, harmlessly).
+std::string WithoutComments(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text.compare(i, 2, "//") == 0) {
+      i = text.find('\n', i);
+      if (i == std::string::npos) break;
+    } else if (text.compare(i, 2, "/*") == 0) {
+      size_t end = text.find("*/", i + 2);
+      i = end == std::string::npos ? text.size() : end + 2;
+      out += ' ';
+    } else if (text[i] == 'R' && i + 1 < text.size() && text[i + 1] == '"' &&
+               (i == 0 || !(isalnum(static_cast<unsigned char>(text[i - 1])) || text[i - 1] == '_'))) {
+      size_t open = text.find('(', i + 2);
+      if (open == std::string::npos) break;
+      std::string close = ")" + text.substr(i + 2, open - i - 2) + "\"";
+      size_t end = text.find(close, open);
+      end = end == std::string::npos ? text.size() : end + close.size();
+      out.append(text, i, end - i);
+      i = end;
+    } else if (text[i] == '"' || text[i] == '\'') {
+      char quote = text[i];
+      size_t j = i + 1;
+      while (j < text.size() && text[j] != quote && text[j] != '\n') j += text[j] == '\\' ? 2 : 1;
+      j = std::min(j + 1, text.size());
+      out.append(text, i, j - i);
+      i = j;
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
+// Every .cc and .h under `dir`, recursively, by path.
+void ReadSources(const std::string& root, const std::string& dir, std::map<std::string, std::string>* out) {
+  DIR* d = opendir((root + "/" + dir).c_str());
+  if (d == nullptr) return;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    std::string path = dir + "/" + name;
+    // client/node is the Node module (JavaScript and its node_modules).
+    if (name == "." || name == ".." || name == "node_modules" || path == "client/node") continue;
+    struct stat st {};
+    if (stat((root + "/" + path).c_str(), &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      ReadSources(root, path, out);
+    } else if (name.ends_with(".cc") || name.ends_with(".h")) {
+      (*out)[path] = WithoutComments(Read(root + "/" + path));
+    }
+  }
+  closedir(d);
+}
+
+// Bounds that systemd enforces, not our code: each is checked against the
+// unit file by Limits.SupervisorMemoryMaxIsAboveTheBound.
+const std::map<std::string, std::string> kEnforcedBySystemd = {
+    {"kSupervisorMemoryMax", "MemoryMax= of units/opencode-pty-supervisor.service"},
+    {"kSupervisorMemoryBound", "at most MemoryMax= of units/opencode-pty-supervisor.service"},
+};
+
+// A bound that is only named is not a bound: each is used by the code of the
+// supervisor, a helper or common/ (comments do not count), or defines one in
+// limits.h that is.
+TEST(Limits, EveryBoundIsUsedByTheCode) {
+  const std::string root = OPENCODE_SOURCE_DIR;
+  std::string header = WithoutComments(Read(root + "/common/limits.h"));
+  ASSERT_FALSE(header.empty());
+  // Each bound with the text of its definition (up to its ';').
+  std::regex decl(R"(inline\s+constexpr\s+[\w:]+\s+(k\w+)\s*=([^;]*);)");
+  std::map<std::string, std::string> definitions;
+  for (auto it = std::sregex_iterator(header.begin(), header.end(), decl);
+       it != std::sregex_iterator(); ++it)
+    definitions[(*it)[1]] = (*it)[2];
+  ASSERT_GT(definitions.size(), 20u);
+  for (const auto& [name, why] : kEnforcedBySystemd) EXPECT_TRUE(definitions.contains(name)) << name;
+
+  std::map<std::string, std::string> sources;
+  for (const char* dir : {"daemon", "launcher", "client", "common"}) ReadSources(root, dir, &sources);
+  sources.erase("common/limits.h");
+  ASSERT_GT(sources.size(), 20u);
+
+  std::map<std::string, std::string> used;  // bound -> where
+  for (const auto& [name, definition] : definitions) {
+    if (kEnforcedBySystemd.contains(name)) {
+      used[name] = kEnforcedBySystemd.at(name);
+      continue;
+    }
+    std::regex use("\\b" + name + "\\b");
+    for (const auto& [path, code] : sources)
+      if (std::regex_search(code, use)) {
+        used[name] = path;
+        break;
+      }
+  }
+  // A bound that defines a used one is used through it.
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& [name, definition] : definitions) {
+      if (!used.contains(name)) continue;
+      for (const auto& [other, unused] : definitions)
+        if (!used.contains(other) && std::regex_search(definition, std::regex("\\b" + other + "\\b"))) {
+          used[other] = "through " + name;
+          grew = true;
+        }
+    }
+  }
+  std::vector<std::string> dead;
+  for (const auto& [name, definition] : definitions) {
+    std::printf("%-28s %s\n", name.c_str(), used.contains(name) ? used[name].c_str() : "NOT USED");
+    if (!used.contains(name)) dead.push_back(name);
+  }
+  EXPECT_TRUE(dead.empty()) << "bounds no code uses: " << ::testing::PrintToString(dead);
 }
 
 // MemoryMax= of the supervisor's unit, in bytes (systemd's suffixes are

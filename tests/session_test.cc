@@ -208,13 +208,13 @@ struct SessionTest : ::testing::Test {
     return unit_fd;
   }
 
-  // What the launcher does first: the byte 'R' and the unit's end of the
+  // What the launcher does first: the byte kChannelHandoffByte and the unit's end of the
   // resize channel, already waiting on the stream when the unit is started.
   void TakeHandoff() {
     char byte = 0;
     RecvFdResult r = RecvWithFd(unit_fd, &byte, 1, MSG_DONTWAIT);
     ASSERT_EQ(r.bytes, 1);
-    EXPECT_EQ(byte, 'R');
+    EXPECT_EQ(byte, kChannelHandoffByte);
     ASSERT_EQ(r.error, ErrorCode::kOk);
     ASSERT_TRUE(r.fd.valid());
     int type = 0;

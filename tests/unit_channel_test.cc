@@ -1,7 +1,7 @@
 // The unit channel over a real SOCK_SEQPACKET socketpair and a private
-// sd-event loop: the handoff is exactly one byte 'R' with one descriptor;
+// sd-event loop: the handoff is exactly one byte (kChannelHandoffByte) with one descriptor;
 // sizes are written from the loop (one write for any burst of requests, the
-// last size wins); a full channel keeps kPendingResizes = 1 size and writes
+// last size wins); a full channel keeps one pending size and writes
 // it once the peer reads; one signal at a time, before the size; a peer that
 // is gone breaks the channel, not the loop; what comes from the unit is read
 // at most kUnitReports times, once per kind, in order, and nothing else.
@@ -49,7 +49,7 @@ struct UnitChannelTest : ::testing::Test, UnitChannel::Delegate {
     char byte = 0;
     RecvFdResult r = RecvWithFd(stream_unit.get(), &byte, 1, MSG_DONTWAIT);
     ASSERT_EQ(r.bytes, 1);
-    ASSERT_EQ(byte, 'R');
+    ASSERT_EQ(byte, kChannelHandoffByte);
     ASSERT_TRUE(r.fd.valid());
     peer = std::move(r.fd);
     // The 'V' packet is already waiting, first, exactly as written.
@@ -104,9 +104,7 @@ TEST_F(UnitChannelTest, ABurstOfRequestsIsOneWriteOfTheLastSize) {
   EXPECT_EQ(channel->sizes_written(), 1u);
 }
 
-// kPendingResizes = 1: has_pending() is one bool and one size, nothing queues.
-static_assert(limits::kPendingResizes == 1);
-
+// One pending size: has_pending_size() is one bool and one size, nothing queues.
 TEST_F(UnitChannelTest, FullChannelKeepsOnePendingSizeAndRetriesOnWritable) {
   // Fill the channel through the channel itself until the kernel refuses
   // (the peer does not read).
@@ -241,8 +239,8 @@ TEST_F(UnitChannelTest, OneSignalAtATimeWrittenBeforeTheSize) {
   EXPECT_EQ(handled, (std::vector<std::pair<int, bool>>{{2, true}}));
 }
 
-// kPendingSignals = 1 and kUnitReports = 2 are what the class keeps.
-static_assert(limits::kPendingSignals == 1);
+// One pending signal (RequestSignal refuses a second) and kUnitReports = 2
+// are what the class keeps.
 static_assert(limits::kUnitReports == 2);
 
 TEST_F(UnitChannelTest, APendingSignalToAGoneMonitorIsHandledAsNotWritten) {
