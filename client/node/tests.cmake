@@ -27,6 +27,9 @@
 #   vm.node-probe.vm (about 10 minutes; vm.acceptance.vm runs the same probe,
 #   so the default suite covers the VM) and vm.node-smoke.vm (about an hour)
 #   vm.node-example.bookworm  the README example, as the reader would run it
+#   vm.node-smoke.bun.bookworm  the same smoke checks under the pinned Bun 1.4.5
+#                             (vm-tests/node/pty-plugin-smoke.ts as the MainPID),
+#                             10 runs in one boot, each against a fresh supervisor
 if(OPENCODE_SANITIZE)
   return()
 endif()
@@ -139,3 +142,15 @@ endforeach()
 add_test(NAME node.bun-stage
          COMMAND sh -c "b=$(\"${_node_dir}/bun/install-bun\") && mkdir -p \"${CMAKE_BINARY_DIR}/bun\" && cp \"$b\" \"${CMAKE_BINARY_DIR}/bun/bun.tmp\" && mv \"${CMAKE_BINARY_DIR}/bun/bun.tmp\" \"${CMAKE_BINARY_DIR}/bun/bun\" && \"${CMAKE_BINARY_DIR}/bun/bun\" --version")
 set_tests_properties(node.bun-stage PROPERTIES LABELS node TIMEOUT 600 FIXTURES_SETUP node_bun)
+
+# vm.node-smoke.bun.bookworm: the seed's smoke as the seed wrote it, `bun
+# pty-plugin-smoke.ts` 10 times, each against a disposable supervisor (stopped,
+# then socket-activated afresh) in one boot (vm-tests/node/bun-smoke.sh). A run
+# takes about a minute (the first, with the session-cap case, about two), so
+# the boot's limit (VMTESTS_TIMEOUT) is raised from 600 s.
+add_test(NAME vm.node-smoke.bun.bookworm
+         COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" bookworm --artifacts "${CMAKE_BINARY_DIR}"
+                 "${_vm_node}/bun-smoke.sh" 10)
+set_tests_properties(vm.node-smoke.bun.bookworm PROPERTIES
+  LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 2400 FIXTURES_REQUIRED "node_sea;node_bun"
+  ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results;VMTESTS_TIMEOUT=2100")
