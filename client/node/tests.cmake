@@ -122,6 +122,7 @@ set_tests_properties(vm.node-example.bookworm PROPERTIES
 # into <build>/node-adapter/ (fixture node_adapter) for
 # vm.node-adapter.{bookworm,trixie}: the opencode-shaped test of the node-pty
 # drop-in in the Node 26.4 SEA as the MainPID on systemd 252 and 257.
+# It also type-checks the Bun smoke harness vm-tests/node/pty-plugin-smoke.ts.
 add_test(NAME node.typecheck
          COMMAND "${_node_dir}/typecheck/run" "${CMAKE_BINARY_DIR}/node-adapter")
 set_tests_properties(node.typecheck PROPERTIES LABELS node TIMEOUT 600 FIXTURES_SETUP node_adapter)
