@@ -133,6 +133,7 @@ set_tests_properties(vm.node-example.bookworm PROPERTIES
 # into <build>/node-adapter/ (fixture node_adapter) for
 # vm.node-adapter.{bookworm,trixie}: the opencode-shaped test of the node-pty
 # drop-in in the Node 26.4 SEA as the MainPID on systemd 252 and 257.
+# It also type-checks the Bun smoke harness vm-tests/node/pty-plugin-smoke.ts.
 add_test(NAME node.typecheck
          COMMAND "${_node_dir}/typecheck/run" "${CMAKE_BINARY_DIR}/node-adapter")
 set_tests_properties(node.typecheck PROPERTIES LABELS node TIMEOUT 600 FIXTURES_SETUP node_adapter)
@@ -164,3 +165,8 @@ endforeach()
 add_test(NAME node.bun-stage
          COMMAND sh -c "b=$(\"${_node_dir}/bun/install-bun\") && mkdir -p \"${CMAKE_BINARY_DIR}/bun\" && cp \"$b\" \"${CMAKE_BINARY_DIR}/bun/bun.tmp\" && mv \"${CMAKE_BINARY_DIR}/bun/bun.tmp\" \"${CMAKE_BINARY_DIR}/bun/bun\" && \"${CMAKE_BINARY_DIR}/bun/bun\" --version")
 set_tests_properties(node.bun-stage PROPERTIES LABELS node TIMEOUT 600 FIXTURES_SETUP node_bun)
+
+# vm-tests/node/bun-smoke.sh (the seed's smoke run by `bun` 10 times against a
+# disposable supervisor each) is not registered: it fails on Bun 1.4.5's
+# connect ECONNRESET (client/node/README.md, Versions). Run it by hand:
+#   vm-tests/run bookworm --artifacts build/release vm-tests/node/bun-smoke.sh 10

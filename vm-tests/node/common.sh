@@ -101,7 +101,8 @@ app_run() {
 
 # app_checks JSONL WHAT RC LOG: one check per line the application wrote
 # ({"ok", "name", "evidence"} as JSON), then "app: the WHAT application exited
-# 0" from its exit status RC (LOG names where its output went).
+# 0" from its exit status RC (LOG names where its output went). Each name
+# starts with $CHECK_PREFIX (empty unless a suite numbers its runs).
 app_checks() {
   python3 - "$1" > /tmp/app-checks.tsv <<'PY'
 import json, sys
@@ -110,10 +111,10 @@ for line in open(sys.argv[1]):
     print('%s\t%s\t%s' % ('PASS' if c['ok'] else 'FAIL', c['name'], json.dumps(c['evidence'])[:600].replace('\t', ' ')))
 PY
   while IFS="$(printf '\t')" read -r res name ev; do
-    if [ "$res" = PASS ]; then pass "app: $name" "$ev"; else fail "app: $name" "$ev"; fi
+    if [ "$res" = PASS ]; then pass "${CHECK_PREFIX:-}app: $name" "$ev"; else fail "${CHECK_PREFIX:-}app: $name" "$ev"; fi
   done < /tmp/app-checks.tsv
-  if [ "$3" -eq 0 ]; then pass "app: the $2 application exited 0" "$(wc -l < "$1") checks"
-  else fail "app: the $2 application exited 0" "exit $3; see $4"; fi
+  if [ "$3" -eq 0 ]; then pass "${CHECK_PREFIX:-}app: the $2 application exited 0" "$(wc -l < "$1") checks"
+  else fail "${CHECK_PREFIX:-}app: the $2 application exited 0" "exit $3; see $4"; fi
 }
 
 . /vm-tests/lib/units.sh
