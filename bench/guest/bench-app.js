@@ -421,6 +421,46 @@ function ptyOf(variant, argv) {
     onExit: (fn) => p.onExit(fn), stop: () => p.kill('SIGKILL') };
 }
 
+// Time spent runnable but waiting for a CPU (ns; /proc/PID/schedstat, 2nd
+// field) of the application's main thread, the supervisor and, for the stack,
+// the measured session's `script` relay (the `script` above its `cat`). A
+// wait that is mostly run-queue wait points at CPU contention, not at a timer.
+function schedWait(pid) {
+  try {
+    return Number(fs.readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[1]);
+  } catch {
+    return null;
+  }
+}
+function relayOfCat() {
+  try {
+    for (const d of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(d)) continue;
+      let comm;
+      try { comm = fs.readFileSync(`/proc/${d}/comm`, 'utf8').trim(); } catch { continue; }
+      if (comm !== 'cat') continue;
+      let pid = d;
+      for (let hop = 0; hop < 6; hop++) {
+        const st = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+        pid = st.slice(st.lastIndexOf(')') + 2).split(' ')[1];
+        if (pid === '0' || pid === '1') break;
+        if (fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'script') return pid;
+      }
+    }
+  } catch { /* a process went away mid-scan: no relay figure */ }
+  return null;
+}
+function waits(relay) {
+  return { app: schedWait(process.pid), supervisor: SUP ? schedWait(SUP) : null, relay: relay ? schedWait(relay) : null };
+}
+function waitsDelta(a, b) {
+  const out = {};
+  for (const k of Object.keys(a)) {
+    if (a[k] !== null && b[k] !== null) out[k] = +((b[k] - a[k]) / 1e6).toFixed(1);
+  }
+  return out;
+}
+
 async function startNeighbours(variant, n, load) {
   const inFlightMax = Number(process.env.BENCH_START_CONCURRENCY || 8);
   const live = [];
@@ -509,7 +549,9 @@ async function interactive() {
       const started = await s.ready;
       const exited = new Promise((r) => s.onExit(r));
       await sleep(300);  // cat is reading its terminal
+      const relay = variant === 'stack' && started ? relayOfCat() : null;
       for (const pace of started ? ['human', 'fast'] : []) {
+        const w0 = waits(relay);
         const b0 = load.bytes;
         const sup0 = supTimes();
         const app0 = process.cpuUsage();
@@ -521,7 +563,7 @@ async function interactive() {
         emit({ kind: 'interactive', round, variant, neighbours: n, neighbours_running: neighbours.length,
           pace, gap_ms: pace === 'human' ? gapMs : 0, keys, lost: r.lost, window_ms: +window.toFixed(1),
           neighbour_bytes: load.bytes - b0, app_user_s: app.user / 1e6, app_sys_s: app.system / 1e6,
-          ...sup, echo_ms: r.echo_ms });
+          ...sup, run_queue_wait_ms: waitsDelta(w0, waits(relay)), echo_ms: r.echo_ms });
       }
       if (!started) emit({ kind: 'interactive', round, variant, neighbours: n, error: 'cat session did not start' });
       s.stop();

@@ -212,6 +212,9 @@ def interactive_summary(recs):
         d["echo"] += r["echo_ms"]
         d["lost"] += r.get("lost", 0)
         d["neighbours_running"].append(r.get("neighbours_running"))
+        for who, ms in (r.get("run_queue_wait_ms") or {}).items():
+            d.setdefault("wait", {}).setdefault(who, 0.0)
+            d["wait"][who] += ms
         d["bytes"] += r.get("neighbour_bytes", 0)
         d["window_ms"] += r.get("window_ms", 0)
         d["app_s"] += (r.get("app_user_s") or 0) + (r.get("app_sys_s") or 0)
@@ -236,6 +239,9 @@ def interactive_summary(recs):
             "app_cpu_ms_per_mib": r3(d["app_s"] * 1000 / mib, 2) if mib >= 1 else None,
             "forwarder_cpu_ms_per_mib": r3(d["fw_s"] * 1000 / mib, 2) if d["fw_known"] and mib >= 1 else None,
             "sup_cpu_pct": r3(d["sup_s"] * 100000 / d["window_ms"], 1) if d["sup_known"] and d["window_ms"] else None,
+            # run-queue wait (schedstat) over the keystrokes' window, per key
+            "run_queue_wait_per_key_ms": {w: r3(ms / len(d["echo"]), 2) for w, ms in d.get("wait", {}).items()}
+            if d["echo"] else None,
             "app_cpu_pct": r3(d["app_s"] * 100000 / d["window_ms"], 1) if d["window_ms"] else None,
         }
     c = out["cases"]
@@ -267,16 +273,15 @@ def interactive_summary(recs):
         out["spawn"][k] = {"variant": d["variant"], "neighbours": d["neighbours"], "n": len(d["exit"]),
                            "errors": d["errors"][:10], "exit_p50_ms": r3(pct(d["exit"], 50), 1),
                            "exit_p99_ms": r3(pct(d["exit"], 99), 1)}
-    for d in out["spawn"].values():
-        idle = out["spawn"].get("%s|0" % d["variant"])
-        if idle and d["neighbours"]:
-            d["p50_over_idle"] = r3(ratio(d["exit_p50_ms"], idle["exit_p50_ms"]), 2)
-    for d in out["spawn"].values():
-        b = out["spawn"].get("nodepty|%d" % d["neighbours"])
-        si, bi = out["spawn"].get("stack|0"), out["spawn"].get("nodepty|0")
-        if d["variant"] == "stack" and b and si and bi and d["neighbours"]:
-            d["slowdown_over_nodepty_slowdown"] = r3(ratio(ratio(d["exit_p50_ms"], si["exit_p50_ms"]),
-                                                           ratio(b["exit_p50_ms"], bi["exit_p50_ms"])), 2)
+    # Ratios from the unrounded medians.
+    p50 = {k: pct(d["exit"], 50) for k, d in sp.items()}
+    slow = {k: ratio(p50[k], p50.get("%s|0" % d["variant"])) for k, d in sp.items() if d["neighbours"]}
+    for k, d in out["spawn"].items():
+        if slow.get(k) is not None:
+            d["p50_over_idle"] = r3(slow[k], 2)
+        b = slow.get("nodepty|%d" % d["neighbours"])
+        if d["variant"] == "stack" and slow.get(k) is not None and b:
+            d["slowdown_over_nodepty_slowdown"] = r3(slow[k] / b, 2)
     return out
 
 
@@ -539,6 +544,10 @@ def markdown(s, cmd):
                 if d.get("forwarder_cpu_ms_per_mib") is not None:
                     load += ", systemd-run processes %s ms CPU/MiB" % fmt(d["forwarder_cpu_ms_per_mib"], "", 2)
                 load += ", application %s ms CPU/MiB (%s%% CPU)" % (fmt(d.get("app_cpu_ms_per_mib"), "", 2), fmt(d.get("app_cpu_pct")))
+                if d.get("run_queue_wait_per_key_ms"):
+                    load += "; run-queue wait per key: " + ", ".join(
+                        "%s %s ms" % ({"relay": "the session's script"}.get(k, k), fmt(v, "", 2))
+                        for k, v in sorted(d["run_queue_wait_per_key_ms"].items()))
                 if d.get("p50_over_idle"):
                     load += "; %s× / %s× its idle p50 / p99" % (fmt(d["p50_over_idle"], "", 2), fmt(d.get("p99_over_idle"), "", 2))
             return "p50 %s ms, p99 %s ms (%d keys, %d lost%s)" % (
