@@ -4,9 +4,13 @@
 # parse; the report (summary, Markdown table, PNG chart) is built from raw
 # records (bench/tests/fixture: 155 of the 1,339 records of run
 # 20261202T133950Z, every phase, 3 latency sessions per case and round) and
-# its summary carries no records; and every committed run in bench/results/
-# is a small summary without raw records whose table and chart re-render from
-# the summary alone (report.py --from-summary).
+# its summary carries no records; the interactive phase's summary and rows
+# from real records of a small run (bench/tests/fixture/interactive.jsonl);
+# and every committed run in bench/results/ is a small summary without raw
+# records whose table and chart re-render from the summary alone
+# (report.py --from-summary). The charts need matplotlib in Debian's Python
+# (python3-matplotlib, from tools/install-deps); without it this test fails
+# and says so.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 latest=$(ls "$here"/results/*.json 2>/dev/null | sort | tail -n 1)
@@ -16,6 +20,9 @@ trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "PASS: $1"; }
 ko() { fail=$((fail + 1)); echo "FAIL: $1"; }
+PY=/usr/bin/python3   # Debian's, where python3-matplotlib is (not a pyenv python3 on PATH)
+if "$PY" -c 'import matplotlib'; then ok "matplotlib importable by $PY"
+else ko "matplotlib importable by $PY (apt-get install python3-matplotlib, or tools/install-deps)"; fi
 if bash -n "$here/run" && bash -n "$here/guest/bench.sh"; then ok "shell scripts parse"; else ko "shell scripts parse"; fi
 if node --check "$here/guest/bench-app.js"; then ok "bench-app.js parses"; else ko "bench-app.js parses"; fi
 if python3 -m py_compile "$here/guest/rootbench.py" "$here/guest/timeline.py" "$here/lib/report.py" "$here/lib/chart.py"; then ok "Python parses"; else ko "Python parses"; fi
@@ -56,7 +63,8 @@ is_png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a 
 # has_rows NAME TABLE PHASES: the table has a row for each phase measured.
 has_rows() {
   for pair in "throughput:throughput" "latency:start latency" "scale:idle supervisor" "scale:concurrent idle sessions" \
-              "stream:streaming sessions" "profile:supervisor system calls per MiB"; do
+              "stream:streaming sessions" "profile:supervisor system calls per MiB" "interactive:keystroke echo" \
+              "interactive:spawn → exit next to"; do
     phase=${pair%%:*} row=${pair#*:}
     case ",$3," in *",$phase,"*) ;; *) continue ;; esac
     if grep -qF "$row" "$2"; then ok "$1: table has $row rows"; else ko "$1: table has $row rows"; fi
@@ -65,7 +73,7 @@ has_rows() {
 
 # --- from raw records (what bench/run does after a run) ---------------------------
 fx=$here/tests/fixture
-if python3 "$here/lib/report.py" --records "$fx/records.jsonl" --env "$fx/env.json" --host "$fx/host.json" \
+if "$PY" "$here/lib/report.py" --records "$fx/records.jsonl" --env "$fx/env.json" --host "$fx/host.json" \
      --callgrind "$here/results/20261202T133950Z-callgrind.txt" \
      --json "$tmp/fixture.json" --raw-json "$tmp/fixture-full.json" --png "$tmp/fixture.png" > "$tmp/fixture.md"; then
   ok "fixture: report built from raw records"
@@ -85,6 +93,60 @@ PY
 then ok "fixture: the summary has no records (count and hash only), --raw-json has all $(wc -l < "$fx/records.jsonl")"
 else ko "fixture: the summary has no records, --raw-json has all"; fi
 
+# --- the interactive phase, from real records --------------------------------------
+# bench/tests/fixture/interactive: every record of a small real run (`bench/run
+# --phases interactive -- --keys 40 --spawns 3`, bookworm, 20261206T110515Z).
+# The summary's percentiles and ratios are recomputed here from the raw
+# records, independently of report.py, and must agree.
+fi=$here/tests/fixture/interactive
+if "$PY" "$here/lib/report.py" --records "$fi/records.jsonl" --env "$fi/env.json" --host "$fi/host.json" \
+     --json "$tmp/inter.json" --png "$tmp/inter.png" > "$tmp/inter.md"; then
+  ok "interactive fixture: report built from raw records"
+else
+  ko "interactive fixture: report built from raw records"
+fi
+if is_png "$tmp/inter.png"; then ok "interactive fixture: chart is a PNG"; else ko "interactive fixture: chart is a PNG"; fi
+has_rows "interactive fixture" "$tmp/inter.md" interactive
+if "$PY" - "$tmp/inter.json" "$fi/records.jsonl" "$tmp/inter.md" <<'PY'
+import json, math, sys
+s = json.load(open(sys.argv[1]))["interactive"]
+recs = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+md = open(sys.argv[3]).read()
+def p(xs, q):
+    xs = sorted(xs)
+    return xs[max(1, math.ceil(len(xs) * q / 100)) - 1]
+keyed = {}
+for r in recs:
+    if r.get("kind") == "interactive":
+        keyed[(r["variant"], r["neighbours"], r["pace"])] = r
+assert len(keyed) == 18 and len(s["cases"]) == 18, (len(keyed), len(s["cases"]))
+for (v, n, pace), r in keyed.items():
+    c = s["cases"]["%s|%d|%s" % (v, n, pace)]
+    assert c["keys"] == len(r["echo_ms"]) == 40, c
+    assert abs(c["echo_p50_ms"] - p(r["echo_ms"], 50)) < 0.006 and abs(c["echo_p99_ms"] - p(r["echo_ms"], 99)) < 0.006, (c, v, n, pace)
+    if n:
+        mibs = r["neighbour_bytes"] / 2**20 / (r["window_ms"] / 1000)
+        assert abs(c["neighbour_mib_per_s"] - mibs) < 0.06, (c, mibs)
+    if v == "stack" and n:
+        cpu = (r["sup_user_s"] + r["sup_sys_s"]) * 1000 / (r["neighbour_bytes"] / 2**20)
+        assert abs(c["sup_cpu_ms_per_mib"] - cpu) < 0.006, (c, cpu)
+for rt in s["ratios"]:
+    b, st = s["cases"]["%s|%d|%s" % (rt["baseline"], rt["neighbours"], rt["pace"])], s["cases"]["stack|%d|%s" % (rt["neighbours"], rt["pace"])]
+    assert abs(rt["ratio_p50"] - b["echo_p50_ms"] / st["echo_p50_ms"]) < 0.002, rt
+assert len(s["ratios"]) == 12, len(s["ratios"])
+sp = {(r["variant"], r["neighbours"]): r["exit_ms"] for r in recs if r.get("kind") == "interactive_spawn"}
+for n in (10, 50):
+    d = s["spawn"]["stack|%d" % n]
+    assert abs(d["p50_over_idle"] - p(sp[("stack", n)], 50) / p(sp[("stack", 0)], 50)) < 0.006, d
+    want = (p(sp[("stack", n)], 50) / p(sp[("stack", 0)], 50)) / (p(sp[("nodepty", n)], 50) / p(sp[("nodepty", 0)], 50))
+    assert abs(d["slowdown_over_nodepty_slowdown"] - want) < 0.02, (d, want)
+# human pace comes before fast pace in the table, for each neighbour level
+rows = [l for l in md.splitlines() if l.startswith("| keystroke echo")]
+assert len(rows) == 6 and "human" in rows[0] and "fast" in rows[1], rows[:2]
+PY
+then ok "interactive fixture: percentiles, throughput, CPU per MiB and ratios agree with the raw records"
+else ko "interactive fixture: percentiles, throughput, CPU per MiB and ratios agree with the raw records"; fi
+
 # --- every committed run: a small summary that re-renders alone -------------------
 for run in $(ls "$here"/results/*.json | sort); do
   name=$(basename "$run")
@@ -97,7 +159,7 @@ print("%d bytes, raw %s" % (size, d.get("raw")))
 sys.exit(0 if "records" not in d and size < 200_000 else 1)
 PY
   then ok "$name: a summary without raw records, under 200 kB"; else ko "$name: a summary without raw records, under 200 kB"; fi
-  if python3 "$here/lib/report.py" --from-summary "$run" --png "$tmp/out.png" > "$tmp/out.md"; then ok "$name: table and chart re-rendered from the summary"
+  if "$PY" "$here/lib/report.py" --from-summary "$run" --png "$tmp/out.png" > "$tmp/out.md"; then ok "$name: table and chart re-rendered from the summary"
   else ko "$name: table and chart re-rendered from the summary"; fi
   if is_png "$tmp/out.png"; then ok "$name: chart is a PNG"; else ko "$name: chart is a PNG"; fi
   has_rows "$name" "$tmp/out.md" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["env"]["phases"])' "$run")"

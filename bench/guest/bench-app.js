@@ -19,6 +19,14 @@
 //               BENCH_CTL/go-N (root measures the supervisor meanwhile).
 //   stream      for each N of BENCH_STREAM_LEVELS, N concurrent `cat
 //               BENCH_STREAM_FILE` sessions; supervisor CPU and RSS around it.
+//   interactive for each N of BENCH_NEIGHBOURS and each of BENCH_VARIANTS
+//               ("stack", "nodepty"): N `yes` sessions of that variant
+//               streaming, read (counted) by this process; meanwhile one idle
+//               `cat` session of the same variant gets BENCH_KEYS keystrokes
+//               at each pace ("human": BENCH_GAP_MS from one write to the
+//               next, "fast": the next key as soon as the echo arrived), one
+//               byte each, timed from write() to the echo's arrival; then
+//               BENCH_SPAWNS sessions of `true`, spawn -> exit, one at a time.
 // BENCH_SUPERVISOR_PID: the supervisor's pid (its /proc/PID/stat and status are
 // world-readable); CPU and RSS are read around each stack measurement.
 
@@ -390,7 +398,193 @@ async function stream() {
   }
 }
 
-const modes = { throughput, latency, scale, stream };
+// ----------------------------------------------------------- interactive ----
+
+// One variant's spawn, with the same surface for the stack and node-pty:
+// { write(s), onData(fn), onExit(fn), kill(), ready: Promise }.
+function ptyOf(variant, argv) {
+  if (variant === 'stack') {
+    const p = pty.spawn(argv[0], argv.slice(1), { cwd: '/', encoding: null });
+    const ready = new Promise((resolve) => {
+      p.onStarted(() => resolve(true));
+      p.onExit(() => resolve(false));
+    });
+    return { p, ready, write: (b) => p.write(b), onData: (fn) => p.onData(fn), onExit: (fn) => p.onExit(fn),
+      stop: () => p.close() };
+  }
+  if (!nodePty) nodePty = require(process.env.BENCH_NODE_PTY);
+  const p = nodePty.spawn(argv[0], argv.slice(1), {
+    cols: 80, rows: 24, cwd: '/', encoding: null,
+    env: { PATH: '/usr/local/bin:/usr/bin:/bin', TERM: 'xterm-256color', LANG: 'C.UTF-8' },
+  });
+  return { p, ready: Promise.resolve(true), write: (b) => p.write(b), onData: (fn) => p.onData(fn),
+    onExit: (fn) => p.onExit(fn), stop: () => p.kill('SIGKILL') };
+}
+
+// Time spent runnable but waiting for a CPU (ns; /proc/PID/schedstat, 2nd
+// field) of the application's main thread, the supervisor and, for the stack,
+// the measured session's `script` relay (the `script` above its `cat`). A
+// wait that is mostly run-queue wait points at CPU contention, not at a timer.
+function schedWait(pid) {
+  try {
+    return Number(fs.readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[1]);
+  } catch {
+    return null;
+  }
+}
+function relayOfCat() {
+  try {
+    for (const d of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(d)) continue;
+      let comm;
+      try { comm = fs.readFileSync(`/proc/${d}/comm`, 'utf8').trim(); } catch { continue; }
+      if (comm !== 'cat') continue;
+      let pid = d;
+      for (let hop = 0; hop < 6; hop++) {
+        const st = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+        pid = st.slice(st.lastIndexOf(')') + 2).split(' ')[1];
+        if (pid === '0' || pid === '1') break;
+        if (fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'script') return pid;
+      }
+    }
+  } catch { /* a process went away mid-scan: no relay figure */ }
+  return null;
+}
+function waits(relay) {
+  return { app: schedWait(process.pid), supervisor: SUP ? schedWait(SUP) : null, relay: relay ? schedWait(relay) : null };
+}
+function waitsDelta(a, b) {
+  const out = {};
+  for (const k of Object.keys(a)) {
+    if (a[k] !== null && b[k] !== null) out[k] = +((b[k] - a[k]) / 1e6).toFixed(1);
+  }
+  return out;
+}
+
+async function startNeighbours(variant, n, load) {
+  const inFlightMax = Number(process.env.BENCH_START_CONCURRENCY || 8);
+  const live = [];
+  let inFlight = 0;
+  const starts = [];
+  for (let i = 0; i < n; i++) {
+    while (inFlight >= inFlightMax) await sleep(5);
+    inFlight++;
+    const s = ptyOf(variant, ['yes']);
+    s.exited = new Promise((r) => s.onExit(r));
+    s.onData((b) => { load.bytes += b.length; });
+    starts.push(s.ready.then((ok) => { inFlight--; if (ok) live.push(s); else load.start_errors++; }));
+  }
+  await Promise.all(starts);
+  return live;
+}
+
+// BENCH_KEYS keystrokes into an idle `cat`: 'x', its echo is 'x' (the line
+// discipline echoes it; cat sees nothing until a line ends). Every 64 keys a
+// CR ends the line (untimed): cat prints the line, and the next key waits
+// until both newlines (the CR's echo and cat's line) are back.
+async function keystrokes(s, keys, pace, gapMs) {
+  let waiter = null;
+  let pendingNl = 0;
+  let seen = 0;
+  s.onData((b) => {
+    for (const c of b) {
+      // cat's own line (x's) arrives between the two newlines of a CR.
+      if (c === 0x0a && pendingNl > 0) pendingNl--;
+      else if (c === 0x78 && pendingNl === 0) seen++;
+    }
+    if (waiter) waiter();
+  });
+  const until = (pred, ms) => new Promise((resolve) => {
+    if (pred()) { resolve(true); return; }
+    const t = setTimeout(() => { waiter = null; resolve(false); }, ms);
+    waiter = () => { if (pred()) { clearTimeout(t); waiter = null; resolve(true); } };
+  });
+  const echo = [];
+  let lost = 0;
+  let lastWrite = -Infinity;
+  for (let i = 0; i < keys; i++) {
+    if (i > 0 && i % 64 === 0) {
+      pendingNl += 2;
+      s.write('\r');
+      if (!(await until(() => pendingNl === 0, 10000))) { pendingNl = 0; lost++; }
+    }
+    if (pace === 'human') {
+      const wait = lastWrite + gapMs - now();
+      if (wait > 0) await sleep(wait);
+    }
+    const want = seen + 1;
+    const t0 = now();
+    lastWrite = t0;
+    s.write('x');
+    if (await until(() => seen >= want, 10000)) echo.push(+(now() - t0).toFixed(3));
+    else { lost++; seen = want; }
+  }
+  return { echo_ms: echo, lost };
+}
+
+function spawnTrue(variant) {
+  return new Promise((resolve) => {
+    const t0 = now();
+    let s;
+    try { s = ptyOf(variant, ['true']); } catch (e) { resolve({ error: String(e.message) }); return; }
+    s.onData(() => {});
+    s.onExit((e) => resolve({ exit_ms: +(now() - t0).toFixed(3), ok: e.exitCode === 0 && !e.error,
+      error: e.error ? e.error.code : undefined }));
+  });
+}
+
+async function interactive() {
+  const levels = (process.env.BENCH_NEIGHBOURS || '0,10,50').split(',').map(Number);
+  const variants = (process.env.BENCH_VARIANTS || 'stack,nodepty').split(',');
+  const keys = Number(process.env.BENCH_KEYS || 1000);
+  const gapMs = Number(process.env.BENCH_GAP_MS || 15);
+  const spawns = Number(process.env.BENCH_SPAWNS || 20);
+  const round = Number(process.env.BENCH_ROUND || 0);
+  for (const n of levels) {
+    for (const variant of variants) {
+      const load = { bytes: 0, start_errors: 0 };
+      const neighbours = await startNeighbours(variant, n, load);
+      await sleep(n ? 1000 : 200);  // the neighbours reach full speed
+      const s = ptyOf(variant, ['cat']);
+      const started = await s.ready;
+      const exited = new Promise((r) => s.onExit(r));
+      await sleep(300);  // cat is reading its terminal
+      const relay = variant === 'stack' && started ? relayOfCat() : null;
+      for (const pace of started ? ['human', 'fast'] : []) {
+        const w0 = waits(relay);
+        const b0 = load.bytes;
+        const sup0 = supTimes();
+        const app0 = process.cpuUsage();
+        const t0 = now();
+        const r = await keystrokes(s, keys, pace, gapMs);
+        const window = now() - t0;
+        const app = process.cpuUsage(app0);
+        const sup = variant === 'stack' ? timesDelta(sup0, supTimes()) : {};
+        emit({ kind: 'interactive', round, variant, neighbours: n, neighbours_running: neighbours.length,
+          pace, gap_ms: pace === 'human' ? gapMs : 0, keys, lost: r.lost, window_ms: +window.toFixed(1),
+          neighbour_bytes: load.bytes - b0, app_user_s: app.user / 1e6, app_sys_s: app.system / 1e6,
+          ...sup, run_queue_wait_ms: waitsDelta(w0, waits(relay)), echo_ms: r.echo_ms });
+      }
+      if (!started) emit({ kind: 'interactive', round, variant, neighbours: n, error: 'cat session did not start' });
+      s.stop();
+      await Promise.race([exited, sleep(5000)]);
+      // A new session's start under the same load.
+      const ex = [];
+      const errors = [];
+      for (let i = 0; i < spawns; i++) {
+        const r = await spawnTrue(variant);
+        if (r.ok) ex.push(r.exit_ms); else errors.push(r.error || 'exit status');
+      }
+      emit({ kind: 'interactive_spawn', round, variant, neighbours: n, neighbours_running: neighbours.length,
+        cmd: 'true', exit_ms: ex, errors });
+      for (const nb of neighbours) nb.stop();
+      await Promise.race([Promise.all(neighbours.map((nb) => nb.exited)), sleep(30000)]);
+      await sleep(n ? 2000 : 300);  // the units' cleanup, so cases do not overlap
+    }
+  }
+}
+
+const modes = { throughput, latency, scale, stream, interactive };
 if (!modes[MODE]) {
   console.error(`bench-app: unknown BENCH_MODE ${MODE}`);
   process.exit(2);

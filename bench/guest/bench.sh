@@ -10,21 +10,26 @@
 #
 #   bench.sh [--phases LIST] [--size-mib N] [--rounds N] [--lat-n N]
 #            [--lat-rounds N] [--levels LIST] [--stream-levels LIST]
-#            [--stream-mib N] [--profile-mib N]
+#            [--stream-mib N] [--profile-mib N] [--keys N] [--neighbours LIST]
+#            [--gap-ms N] [--spawns N]
 . /vm-tests/lib/check.sh
 . /vm-tests/node/common.sh
 
-PHASES=throughput,latency,scale,stream,profile
+PHASES=throughput,latency,scale,stream,interactive,profile
 # LEVELS: the issue #16 levels; a level above kMaxSessions (common/limits.h)
 # records the refusals (too_many_sessions) beyond it.
 SIZE_MIB=256 ROUNDS=5 LAT_N=50 LAT_ROUNDS=4 LEVELS=128,500,1000 STREAM_LEVELS=1,10,50
 STREAM_MIB=16 PROFILE_MIB=32
+# interactive: keystrokes per pace and case, the neighbour levels, the human
+# pace's gap, and `true` starts per case under load.
+KEYS=1000 NEIGHBOURS=0,10,50 GAP_MS=15 SPAWNS=20
 while [ $# -gt 0 ]; do
   case "$1" in
     --phases) PHASES=$2 ;; --size-mib) SIZE_MIB=$2 ;; --rounds) ROUNDS=$2 ;;
     --lat-n) LAT_N=$2 ;; --lat-rounds) LAT_ROUNDS=$2 ;; --levels) LEVELS=$2 ;;
     --stream-levels) STREAM_LEVELS=$2 ;; --stream-mib) STREAM_MIB=$2 ;;
-    --profile-mib) PROFILE_MIB=$2 ;;
+    --profile-mib) PROFILE_MIB=$2 ;; --keys) KEYS=$2 ;; --neighbours) NEIGHBOURS=$2 ;;
+    --gap-ms) GAP_MS=$2 ;; --spawns) SPAWNS=$2 ;;
     *) fail "bench.sh: arguments" "unknown argument $1"; checks_done; exit 1 ;;
   esac
   shift 2
@@ -144,6 +149,7 @@ print(json.dumps({
   "phases": "$PHASES", "size_mib": $SIZE_MIB, "rounds": $ROUNDS, "lat_n": $LAT_N,
   "lat_rounds": $LAT_ROUNDS, "levels": "$LEVELS", "stream_levels": "$STREAM_LEVELS",
   "stream_mib": $STREAM_MIB, "profile_mib": $PROFILE_MIB,
+  "keys": $KEYS, "neighbours": "$NEIGHBOURS", "gap_ms": $GAP_MS, "spawns": $SPAWNS,
 }, indent=1))
 PY
 cat /results/env.json
@@ -320,6 +326,23 @@ if phase stream; then
   if [ "$n" -eq "$want" ]; then pass "stream: $want levels recorded"; else fail "stream: $want levels recorded" "got $n"; fi
   wait_no_sessions 120 || stop_leftovers stream
   sample after-stream '{"sessions": 0}'
+fi
+
+# --- interactive: a keystroke's echo next to streaming sessions -----------------
+# The stack and node-pty in the application (bench-app.js), then systemd-run
+# --pty driven by root's Python (rootbench.py), each next to 0/10/50 `yes`
+# sessions of its own kind read by the same process.
+if phase interactive; then
+  app interactive 3600 BENCH_KEYS="$KEYS" BENCH_NEIGHBOURS="$NEIGHBOURS" BENCH_GAP_MS="$GAP_MS" \
+    BENCH_SPAWNS="$SPAWNS" BENCH_VARIANTS=stack,nodepty
+  wait_no_sessions 120 || stop_leftovers interactive
+  $RB interactive "$OUT" 0 "$KEYS" "$GAP_MS" "$NEIGHBOURS"
+  want=$(($(echo "$NEIGHBOURS" | tr ',' '\n' | wc -l) * 2))
+  for v in stack nodepty sdrun-pty; do
+    n=$(nrec kind=interactive variant=$v)
+    if [ "$n" -eq "$want" ]; then pass "interactive: $want $v cases recorded"; else fail "interactive: $want $v cases recorded" "got $n"; fi
+  done
+  sample after-interactive '{"sessions": 0}'
 fi
 
 # --- profile: callgrind on the supervisor during a throughput run ----------------

@@ -13,6 +13,14 @@ container. Appends one JSON line per measurement to OUT; never judges.
       script -q -e -f -c "/bin/sh -i -c 'exec CMD'" /dev/null`, the launcher's
       script line with the launcher's own steps left out); connect to first
       stdout byte and to exit.
+  rootbench.py interactive OUT ROUND KEYS GAP_MS LEVELS
+      for each N of LEVELS (comma list): N `systemd-run --wait --pty -q -p
+      User=byk yes` streaming, their stdout pipes drained by this process, and
+      one idle `systemd-run --pty ... cat` getting KEYS keystrokes at each pace
+      (human: GAP_MS from write to write; fast: the next key on the echo),
+      write -> echo read back, as bench-app.js's interactive mode does for the
+      stack and node-pty. CPU of this process and of the systemd-run
+      processes (the forwarders) around each pace.
   rootbench.py sample OUT LABEL PID [EXTRA-JSON]
       the process's memory (status, smaps_rollup), CPU (stat), descriptors.
 """
@@ -129,6 +137,124 @@ def cmd_latency(out, rnd, n):
                        "first_ms": first, "exit_ms": exit_ms, "ok": status == 0})
 
 
+def proc_cpu(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            s = f.read()
+        fields = s[s.rindex(")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except OSError:
+        return None
+
+
+def cmd_interactive(out, rnd, keys, gap_ms, levels):
+    import selectors
+    sd = ["systemd-run", "--wait", "--pty", "-q", "-p", "User=byk"]
+    for n in levels:
+        sel = selectors.DefaultSelector()
+        procs = []
+        tag = "%d-%d-%d" % (os.getpid(), rnd, n)
+        load = {"bytes": 0}
+        for i in range(n):
+            p = subprocess.Popen(sd + ["--unit", "bench-nb-%s-%d" % (tag, i), "yes"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/")
+            os.set_blocking(p.stdout.fileno(), False)
+            sel.register(p.stdout.fileno(), selectors.EVENT_READ, "nb")
+            procs.append(p)
+        m = subprocess.Popen(sd + ["--unit", "bench-cat-%s" % tag, "cat"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/")
+        os.set_blocking(m.stdout.fileno(), False)
+        sel.register(m.stdout.fileno(), selectors.EVENT_READ, "cat")
+        st = {"seen": 0, "nl": 0}
+
+        def pump(deadline):
+            """Reads whatever is ready until deadline (monotonic s)."""
+            while True:
+                left = deadline - time.monotonic()
+                for key, _ in sel.select(max(0.0, left)):
+                    try:
+                        b = os.read(key.fd, 1 << 16)
+                    except BlockingIOError:
+                        continue
+                    if not b:  # that systemd-run ended
+                        sel.unregister(key.fd)
+                        continue
+                    if key.data == "nb":
+                        load["bytes"] += len(b)
+                        continue
+                    for c in b:
+                        if c == 0x0A and st["nl"] > 0:
+                            st["nl"] -= 1
+                        elif c == 0x78 and st["nl"] == 0:
+                            st["seen"] += 1
+                    return True
+                if time.monotonic() >= deadline:
+                    return False
+
+        def until(pred, secs):
+            end = time.monotonic() + secs
+            while not pred():
+                if time.monotonic() >= end:
+                    return False
+                pump(end)
+            return True
+
+        settle = time.monotonic() + (1.0 if n else 0.5)
+        while time.monotonic() < settle:
+            pump(settle)
+        for pace in ("human", "fast"):
+            echo, lost, last = [], 0, -1e9
+            b0 = load["bytes"]
+            pids = [p.pid for p in procs] + [m.pid]
+            fw0 = [proc_cpu(pid) for pid in pids]
+            me0 = os.times()
+            t0 = time.monotonic()
+            for i in range(keys):
+                if i and i % 64 == 0:
+                    st["nl"] += 2
+                    os.write(m.stdin.fileno(), b"\r")
+                    if not until(lambda: st["nl"] == 0, 10):
+                        st["nl"] = 0
+                        lost += 1
+                if pace == "human":
+                    wait_until = last + gap_ms / 1000.0
+                    while time.monotonic() < wait_until:
+                        pump(wait_until)
+                want = st["seen"] + 1
+                k0 = time.monotonic()
+                last = k0
+                os.write(m.stdin.fileno(), b"x")
+                if until(lambda: st["seen"] >= want, 10):
+                    echo.append(round((time.monotonic() - k0) * 1000.0, 3))
+                else:
+                    lost += 1
+                    st["seen"] = want
+            window = time.monotonic() - t0
+            me1 = os.times()
+            fw1 = [proc_cpu(pid) for pid in pids]
+            fw = sum(b - a for a, b in zip(fw0, fw1) if a is not None and b is not None)
+            emit(out, {"kind": "interactive", "round": rnd, "variant": "sdrun-pty", "neighbours": n,
+                       "neighbours_running": sum(1 for p in procs if p.poll() is None), "pace": pace,
+                       "gap_ms": gap_ms if pace == "human" else 0, "keys": keys, "lost": lost,
+                       "window_ms": round(window * 1000.0, 1), "neighbour_bytes": load["bytes"] - b0,
+                       "app_user_s": round(me1.user - me0.user, 3), "app_sys_s": round(me1.system - me0.system, 3),
+                       "forwarder_cpu_s": round(fw, 3), "echo_ms": echo})
+        units = ["bench-nb-%s-%d.service" % (tag, i) for i in range(n)] + ["bench-cat-%s.service" % tag]
+        subprocess.run(["systemctl", "stop", "--no-block"] + units, capture_output=True)
+        end = time.monotonic() + 30
+        for p in procs + [m]:
+            while p.poll() is None and time.monotonic() < end:
+                pump(min(end, time.monotonic() + 0.05))
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        sel.close()
+        for p in procs + [m]:
+            p.stdin.close()
+            p.stdout.close()
+        time.sleep(1.0 if n else 0.2)
+
+
 def read_kv(path, keys=None):
     d = {}
     try:
@@ -171,6 +297,9 @@ def main():
         cmd_throughput(out, int(sys.argv[3]), sys.argv[4], sys.argv[5:])
     elif mode == "latency":
         cmd_latency(out, int(sys.argv[3]), int(sys.argv[4]))
+    elif mode == "interactive":
+        cmd_interactive(out, int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]),
+                        [int(x) for x in sys.argv[6].split(",")])
     elif mode == "sample":
         cmd_sample(out, sys.argv[3], int(sys.argv[4]), sys.argv[5] if len(sys.argv) > 5 else "")
     else:

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """bench/lib/report.py: turns one bench run's raw records into the report:
 a JSON summary (host, environment, summary, where the raw records are; small,
 committed in bench/results), a PNG chart and a Markdown table (printed; with
@@ -6,7 +6,8 @@ committed in bench/results), a PNG chart and a Markdown table (printed; with
 The raw records stay in the run's output folder (/var/tmp/opencode-bench-*:
 records.jsonl, env.json, host.json), never in git; --raw-json also writes the
 summary with every record there. --from-summary re-renders the table and the
-chart (and --readme) from a committed summary alone. Standard library only.
+chart (and --readme) from a committed summary alone. The chart needs
+matplotlib (bench/lib/chart.py); everything else is the standard library.
 
 Every figure is either a ratio against a baseline from the same run (medians
 over the repeats) or a per-session / per-MiB cost. Nothing is judged here.
@@ -192,6 +193,95 @@ def latency_summary(recs):
         rr("sdrun-pty: echo hi", "exit", "stack: echo hi", "exit"),
         rr("sdrun-script: true", "exit", "stack: true", "exit"),
         rr("sdrun-script: echo hi", "first", "stack: echo hi", "first")) if x]
+    return out
+
+
+def interactive_summary(recs):
+    """Keystroke echo (write of one byte -> its echo read back) per variant,
+    neighbour count and pace, pooled over rounds; the neighbours' throughput
+    and the CPU per MiB they cost; `true` spawn -> exit under the same load."""
+    rows = [r for r in recs if r.get("kind") == "interactive" and r.get("echo_ms") is not None]
+    if not rows:
+        return None
+    cases = {}
+    for r in rows:
+        d = cases.setdefault("%s|%d|%s" % (r["variant"], r["neighbours"], r["pace"]), {
+            "variant": r["variant"], "neighbours": r["neighbours"], "pace": r["pace"], "gap_ms": r.get("gap_ms"),
+            "echo": [], "lost": 0, "neighbours_running": [], "bytes": 0, "window_ms": 0.0,
+            "sup_s": 0.0, "sup_known": False, "app_s": 0.0, "fw_s": 0.0, "fw_known": False})
+        d["echo"] += r["echo_ms"]
+        d["lost"] += r.get("lost", 0)
+        d["neighbours_running"].append(r.get("neighbours_running"))
+        for who, ms in (r.get("run_queue_wait_ms") or {}).items():
+            d.setdefault("wait", {}).setdefault(who, 0.0)
+            d["wait"][who] += ms
+        d["bytes"] += r.get("neighbour_bytes", 0)
+        d["window_ms"] += r.get("window_ms", 0)
+        d["app_s"] += (r.get("app_user_s") or 0) + (r.get("app_sys_s") or 0)
+        if r.get("sup_user_s") is not None:
+            d["sup_s"] += r["sup_user_s"] + r["sup_sys_s"]
+            d["sup_known"] = True
+        if r.get("forwarder_cpu_s") is not None:
+            d["fw_s"] += r["forwarder_cpu_s"]
+            d["fw_known"] = True
+    out = {"cases": {}}
+    order = lambda d: (d["variant"], d["neighbours"], ["human", "fast"].index(d["pace"]) if d["pace"] in ("human", "fast") else 2)
+    for k, d in sorted(cases.items(), key=lambda x: order(x[1])):
+        mib = d["bytes"] / MIB
+        out["cases"][k] = {
+            "variant": d["variant"], "neighbours": d["neighbours"], "pace": d["pace"], "gap_ms": d["gap_ms"],
+            "keys": len(d["echo"]), "lost": d["lost"], "neighbours_running": min(x for x in d["neighbours_running"] if x is not None)
+            if any(x is not None for x in d["neighbours_running"]) else None,
+            "echo_p50_ms": r3(pct(d["echo"], 50), 2), "echo_p99_ms": r3(pct(d["echo"], 99), 2),
+            "echo_max_ms": r3(max(d["echo"]), 2) if d["echo"] else None,
+            "neighbour_mib_per_s": r3(mib / (d["window_ms"] / 1000), 1) if d["window_ms"] and d["neighbours"] else None,
+            "sup_cpu_ms_per_mib": r3(d["sup_s"] * 1000 / mib, 2) if d["sup_known"] and mib >= 1 else None,
+            "app_cpu_ms_per_mib": r3(d["app_s"] * 1000 / mib, 2) if mib >= 1 else None,
+            "forwarder_cpu_ms_per_mib": r3(d["fw_s"] * 1000 / mib, 2) if d["fw_known"] and mib >= 1 else None,
+            "sup_cpu_pct": r3(d["sup_s"] * 100000 / d["window_ms"], 1) if d["sup_known"] and d["window_ms"] else None,
+            # run-queue wait (schedstat) over the keystrokes' window, per key
+            "run_queue_wait_per_key_ms": {w: r3(ms / len(d["echo"]), 2) for w, ms in d.get("wait", {}).items()}
+            if d["echo"] else None,
+            "app_cpu_pct": r3(d["app_s"] * 100000 / d["window_ms"], 1) if d["window_ms"] else None,
+        }
+    c = out["cases"]
+    out["ratios"] = []
+    for d in c.values():
+        if d["variant"] != "stack":
+            continue
+        for base in ("nodepty", "sdrun-pty"):
+            b = c.get("%s|%d|%s" % (base, d["neighbours"], d["pace"]))
+            if b:
+                out["ratios"].append({"baseline": base, "variant": "stack", "neighbours": d["neighbours"],
+                                      "pace": d["pace"],
+                                      "ratio_p50": r3(ratio(b["echo_p50_ms"], d["echo_p50_ms"])),
+                                      "ratio_p99": r3(ratio(b["echo_p99_ms"], d["echo_p99_ms"]))})
+    for d in c.values():
+        idle = c.get("%s|0|%s" % (d["variant"], d["pace"]))
+        if idle and d["neighbours"]:
+            d["p50_over_idle"] = r3(ratio(d["echo_p50_ms"], idle["echo_p50_ms"]), 2)
+            d["p99_over_idle"] = r3(ratio(d["echo_p99_ms"], idle["echo_p99_ms"]), 2)
+    sp = {}
+    for r in recs:
+        if r.get("kind") == "interactive_spawn":
+            d = sp.setdefault("%s|%d" % (r["variant"], r["neighbours"]),
+                              {"variant": r["variant"], "neighbours": r["neighbours"], "exit": [], "errors": []})
+            d["exit"] += r["exit_ms"]
+            d["errors"] += r.get("errors", [])
+    out["spawn"] = {}
+    for k, d in sorted(sp.items(), key=lambda x: (x[1]["variant"], x[1]["neighbours"])):
+        out["spawn"][k] = {"variant": d["variant"], "neighbours": d["neighbours"], "n": len(d["exit"]),
+                           "errors": d["errors"][:10], "exit_p50_ms": r3(pct(d["exit"], 50), 1),
+                           "exit_p99_ms": r3(pct(d["exit"], 99), 1)}
+    # Ratios from the unrounded medians.
+    p50 = {k: pct(d["exit"], 50) for k, d in sp.items()}
+    slow = {k: ratio(p50[k], p50.get("%s|0" % d["variant"])) for k, d in sp.items() if d["neighbours"]}
+    for k, d in out["spawn"].items():
+        if slow.get(k) is not None:
+            d["p50_over_idle"] = r3(slow[k], 2)
+        b = slow.get("nodepty|%d" % d["neighbours"])
+        if d["variant"] == "stack" and slow.get(k) is not None and b:
+            d["slowdown_over_nodepty_slowdown"] = r3(slow[k] / b, 2)
     return out
 
 
@@ -439,6 +529,55 @@ def markdown(s, cmd):
             fmt(st.get("container_cpu_ms_per_mib"), "", 1),
             fmt(st["aggregate_mib_per_s"]), st["sup_rss_peak_kb"], fmt(st["rss_per_streaming_session_kb"]),
             st["ok"], st["sessions"], run))
+    ia = s.get("interactive")
+    if ia:
+        c = ia["cases"]
+        names = {"stack": "stack", "nodepty": "node-pty %s (same Node process)" % s["env"].get("node_pty", ""),
+                 "sdrun-pty": "`systemd-run --pty` (root's Python)"}
+
+        def iv(d):
+            load = ""
+            if d["neighbours"]:
+                load = "; neighbours %s MiB/s" % fmt(d.get("neighbour_mib_per_s"))
+                if d.get("sup_cpu_ms_per_mib") is not None:
+                    load += ", supervisor %s ms CPU/MiB (%s%% CPU)" % (fmt(d["sup_cpu_ms_per_mib"], "", 2), fmt(d.get("sup_cpu_pct")))
+                if d.get("forwarder_cpu_ms_per_mib") is not None:
+                    load += ", systemd-run processes %s ms CPU/MiB" % fmt(d["forwarder_cpu_ms_per_mib"], "", 2)
+                load += ", application %s ms CPU/MiB (%s%% CPU)" % (fmt(d.get("app_cpu_ms_per_mib"), "", 2), fmt(d.get("app_cpu_pct")))
+                if d.get("run_queue_wait_per_key_ms"):
+                    load += "; run-queue wait per key: " + ", ".join(
+                        "%s %s ms" % ({"relay": "the session's script"}.get(k, k), fmt(v, "", 2))
+                        for k, v in sorted(d["run_queue_wait_per_key_ms"].items()))
+                if d.get("p50_over_idle"):
+                    load += "; %s× / %s× its idle p50 / p99" % (fmt(d["p50_over_idle"], "", 2), fmt(d.get("p99_over_idle"), "", 2))
+            return "p50 %s ms, p99 %s ms (%d keys, %d lost%s)" % (
+                fmt(d["echo_p50_ms"], "", 2), fmt(d["echo_p99_ms"], "", 2), d["keys"], d["lost"], load)
+        pace_name = lambda d: "human pace (%s ms apart)" % fmt(d["gap_ms"], "", 0) if d["pace"] == "human" else "fast pace (next key on the echo)"
+        for d in c.values():
+            if d["variant"] != "stack":
+                continue
+            bases = [(b, c.get("%s|%d|%s" % (b, d["neighbours"], d["pace"]))) for b in ("nodepty", "sdrun-pty")]
+            bases = [(b, x) for b, x in bases if x]
+            rts = {rt["baseline"]: rt for rt in ia["ratios"] if rt["neighbours"] == d["neighbours"] and rt["pace"] == d["pace"]}
+            L.append("| keystroke echo, %d streaming `yes` neighbours, %s: stack | %s | %s | %s | %s |" % (
+                d["neighbours"], pace_name(d), iv(d),
+                "; ".join("%s: %s" % (names[b], iv(x)) for b, x in bases) or "—",
+                "; ".join("%s ÷ stack: p50 **%s×**, p99 %s×" % (names[b].split(" (")[0], fmt(rts[b]["ratio_p50"], "", 2), fmt(rts[b]["ratio_p99"], "", 2))
+                          for b, _ in bases if b in rts) or "—", run))
+        for d in c.values():
+            if d["variant"] == "stack" or c.get("stack|%d|%s" % (d["neighbours"], d["pace"])):
+                continue
+            L.append("| keystroke echo, %d streaming `yes` neighbours, %s: %s | %s | — | — | %s |" % (
+                d["neighbours"], pace_name(d), names.get(d["variant"], d["variant"]), iv(d), run))
+        for d in ia["spawn"].values():
+            if d["variant"] != "stack" or not d["neighbours"]:
+                continue
+            b = ia["spawn"].get("nodepty|%d" % d["neighbours"])
+            L.append("| `true` spawn → exit next to %d streaming neighbours: stack | p50 %s ms, p99 %s ms (n=%d%s); **%s×** its idle p50 | %s | stack's slowdown ÷ node-pty's: **%s×** | %s |" % (
+                d["neighbours"], fmt(d["exit_p50_ms"]), fmt(d["exit_p99_ms"]), d["n"],
+                ", errors %s" % ",".join(d["errors"]) if d["errors"] else "", fmt(d.get("p50_over_idle"), "", 2),
+                "node-pty: p50 %s ms, p99 %s ms (n=%d), %s× its idle p50" % (fmt(b["exit_p50_ms"]), fmt(b["exit_p99_ms"]), b["n"], fmt(b.get("p50_over_idle"), "", 2)) if b else "—",
+                fmt(d.get("slowdown_over_nodepty_slowdown"), "", 2), run))
     sy = s.get("syscalls")
     if sy:
         L.append("| supervisor system calls per MiB of output while pumping (strace, the transfer part of one stack run, %s MiB) | %s; mean bytes per call: %s | — | — | %s |" % (
@@ -455,54 +594,106 @@ def markdown(s, cmd):
 # --------------------------------------------------------------------- chart ----
 
 def draw(s, path):
-    c = chart.Canvas(1400, 1000, (240, 240, 240))
-    c.text(20, 12, "OPENCODE-PTY BENCH  %s  %s" % (s["timestamp"], s["host"].get("commit", "")[:12]), chart.BLACK, 2)
-    W, H = 680, 470
+    """One panel per measured phase (none for a phase the run left out); in
+    each the baseline of its figure is drawn grey next to it."""
+    panels = []
     t = s.get("throughput")
     if t:
-        order = [("script", "SCRIPT\n(NODE READS)"), ("stack", "STACK\n(SUPERVISOR)"), ("nodepty", "NODE-PTY"),
-                 ("script-py", "SCRIPT\n(PY READS)"), ("sdrun-pty", "SYSTEMD-RUN\n--PTY")]
+        order = [("script", "bare script\n(Node reads)"), ("stack", "stack"), ("nodepty", "node-pty"),
+                 ("script-py", "bare script\n(Python reads)"), ("sdrun-pty", "systemd-run\n--pty")]
         order = [o for o in order if o[0] in t["variants"]]
-        vals = [[t["variants"][k].get("mib_per_s")] for k, _ in order]
         base = {"stack": "script", "nodepty": "script", "sdrun-pty": "script-py"}
-        labels = []
-        for k, _ in order:
-            v = t["variants"][k].get("mib_per_s")
-            b = t["variants"].get(base.get(k, ""), {}).get("mib_per_s")
-            labels.append(["%s (%.2fX)" % (chart._fmt(v), v / b) if v and b else chart._fmt(v)])
-        chart.bar_panel(c, 20, 45, W, H, "THROUGHPUT MIB/S, MEDIAN", [n for _, n in order], ["MIB/S"], vals, labels,
-                        "%d MIB FILE, %d ROUNDS INTERLEAVED; (X) = VS ITS BARE-SCRIPT BASELINE" % (t["file_mib"], s["env"].get("rounds", 0)))
+
+        def p_throughput(ax):
+            vals = [[t["variants"][k].get("mib_per_s")] for k, _ in order]
+            labels = []
+            for k, _ in order:
+                v = t["variants"][k].get("mib_per_s")
+                b_ = t["variants"].get(base.get(k, ""), {}).get("mib_per_s")
+                labels.append(["%s\n(%.2f× its baseline)" % (chart.fmt(v), v / b_) if v and b_ else chart.fmt(v)])
+            chart.bars(ax, "throughput, MiB/s (median transfer; grey: the bare-script baselines)",
+                       [n for _, n in order], ["MiB/s"], vals, labels,
+                       note="%d MiB file, %d rounds interleaved" % (t["file_mib"], s["env"].get("rounds", 0)),
+                       baseline_groups=[n for k, n in order if k.startswith("script")])
+        panels.append(p_throughput)
     la = s.get("latency")
     if la:
-        cases = [("stack: true", "exit", "STACK TRUE\nTO EXIT"), ("sdrun-pty: true", "exit", "SYSTEMD-RUN\n--PTY TRUE"),
-                 ("stack: echo hi", "first", "STACK ECHO\n1ST BYTE"), ("sdrun-pty: echo hi", "first", "SD-RUN --PTY\nECHO 1ST"),
-                 ("sdrun-pipe: echo hi", "first", "SD-RUN --PIPE\nECHO 1ST")]
+        cases = [("stack: true", "exit", "stack\ntrue → exit"), ("sdrun-script: true", "exit", "sdrun-script\ntrue (floor)"),
+                 ("sdrun-pty: true", "exit", "systemd-run --pty\ntrue"),
+                 ("stack: echo hi", "first", "stack\necho 1st byte"), ("sdrun-script: echo hi", "first", "sdrun-script\necho (floor)"),
+                 ("sdrun-pty: echo hi", "first", "systemd-run --pty\necho 1st"), ("sdrun-pipe: echo hi", "first", "systemd-run --pipe\necho 1st")]
         cases = [x for x in cases if x[0] in la["cases"]]
-        vals = [[la["cases"][k][f + "_p50_ms"], la["cases"][k][f + "_p99_ms"]] for k, f, _ in cases]
-        chart.bar_panel(c, 710, 45, W, H, "START LATENCY MS", [n for _, _, n in cases], ["P50", "P99"], vals,
-                        note="SEQUENTIAL SESSIONS, %d PER CASE" % (s["env"].get("lat_n", 0) * s["env"].get("lat_rounds", 0)))
+
+        def p_latency(ax):
+            vals = [[la["cases"][k][f + "_p50_ms"], la["cases"][k][f + "_p99_ms"]] for k, f, _ in cases]
+            chart.bars(ax, "start latency, ms (grey: systemd-run baselines; sdrun-script = the seed's chain, the floor)",
+                       [n for _, _, n in cases], ["p50", "p99"], vals,
+                       note="sequential sessions, %d per case" % (s["env"].get("lat_n", 0) * s["env"].get("lat_rounds", 0)),
+                       baseline_groups=[n for k, _, n in cases if k.startswith("sdrun")])
+        panels.append(p_latency)
     sc = s.get("scale") or {}
     if sc.get("levels"):
-        groups = ["0"] + [str(lv["reached"]) for lv in sc["levels"]]
-        base = (sc.get("before-scale") or {}).get("VmRSS_kb")
-        vals = [[base / 1024 if base else None]] + [[(lv["memory"] or {}).get("VmRSS_kb", 0) / 1024] for lv in sc["levels"]]
-        labels = [[chart._fmt(vals[0][0])]] + [["%s (%s KIB/S)" % (chart._fmt(v[0]), chart._fmt(lv.get("rss_per_session_kb")))]
-                                               for v, lv in zip(vals[1:], sc["levels"])]
-        chart.bar_panel(c, 20, 525, W, H, "SUPERVISOR RSS MIB VS IDLE SESSIONS", groups, ["RSS"], vals, labels,
-                        "VMRSS; (KIB/S) = KIB PER SESSION ABOVE THE 0-SESSION SUPERVISOR")
+        def p_scale(ax):
+            groups = ["0 sessions\n(baseline)"] + [str(lv["reached"]) for lv in sc["levels"]]
+            b_ = (sc.get("before-scale") or {}).get("VmRSS_kb")
+            vals = [[b_ / 1024 if b_ else None]] + [[((lv["memory"] or {}).get("VmRSS_kb") or 0) / 1024] for lv in sc["levels"]]
+            labels = [[chart.fmt(vals[0][0])]] + [["%s\n(%s KiB/session)" % (chart.fmt(v[0]), chart.fmt(lv.get("rss_per_session_kb")))]
+                                                  for v, lv in zip(vals[1:], sc["levels"])]
+            chart.bars(ax, "supervisor VmRSS, MiB, by concurrent idle sessions", groups, ["VmRSS"], vals, labels,
+                       note="KiB/session: above the same supervisor with 0 sessions", baseline_groups=[groups[0]])
+        panels.append(p_scale)
     if sc.get("stream"):
-        groups, vals, labels = [], [], []
-        if t and t["variants"].get("stack", {}).get("sup_cpu_ms_per_mib") is not None:
-            groups.append("1 (%d MIB)" % t["file_mib"])
-            vals.append([t["variants"]["stack"]["sup_cpu_ms_per_mib"]])
-            labels.append(None)
-        for st in sc["stream"]:
-            groups.append("%d X %d MIB" % (st["sessions"], st["payload_mib"] // st["sessions"]))
-            vals.append([st["sup_cpu_ms_per_mib"]])
-        chart.bar_panel(c, 710, 525, W, H, "SUPERVISOR CPU MS PER MIB PUMPED", groups, ["MS/MIB"], vals,
-                        note="CONCURRENT STREAMING SESSIONS (CAT OF A FILE); UTIME+STIME FROM /PROC")
-    with open(path, "wb") as f:
-        f.write(c.png())
+        def p_stream(ax):
+            groups, vals = [], []
+            basename = None
+            if t and t["variants"].get("stack", {}).get("sup_cpu_ms_per_mib") is not None:
+                basename = "1 stream\n(throughput, %d MiB)" % t["file_mib"]
+                groups.append(basename)
+                vals.append([t["variants"]["stack"]["sup_cpu_ms_per_mib"]])
+            for st in sc["stream"]:
+                groups.append("%d × %d MiB" % (st["sessions"], st["payload_mib"] // st["sessions"]))
+                vals.append([st["sup_cpu_ms_per_mib"]])
+            chart.bars(ax, "supervisor CPU ms per MiB pumped, by concurrent streams", groups, ["ms/MiB"], vals,
+                       note="utime+stime from /proc", baseline_groups=[basename] if basename else [])
+        panels.append(p_stream)
+    ia = s.get("interactive")
+    if ia:
+        vname = {"stack": "stack", "nodepty": "node-pty", "sdrun-pty": "sd-run --pty"}
+        for pace in ("human", "fast"):
+            cs = [d for d in ia["cases"].values() if d["pace"] == pace]
+            if not cs:
+                continue
+            cs.sort(key=lambda d: (d["neighbours"], ["stack", "nodepty", "sdrun-pty"].index(d["variant"])
+                                   if d["variant"] in vname else 9))
+
+            def p_echo(ax, cs=cs, pace=pace):
+                groups = ["%s\n%d nb" % (vname.get(d["variant"], d["variant"]), d["neighbours"]) for d in cs]
+                chart.bars(ax, "keystroke → echo, ms, %s pace (grey: node-pty, systemd-run --pty)" % pace
+                           + (" %s ms apart" % chart.fmt(cs[0]["gap_ms"]) if pace == "human" else ""),
+                           groups, ["p50", "p99"], [[d["echo_p50_ms"], d["echo_p99_ms"]] for d in cs],
+                           note="nb: `yes` neighbours streaming, read by the same process; log scale",
+                           baseline_groups=[g for g, d in zip(groups, cs) if d["variant"] != "stack"], log=True)
+            panels.append(p_echo)
+        if ia.get("spawn"):
+            sp = sorted(ia["spawn"].values(), key=lambda d: (d["neighbours"], d["variant"] != "stack"))
+
+            def p_spawn(ax):
+                groups = ["%s\n%d nb" % (vname.get(d["variant"], d["variant"]), d["neighbours"]) for d in sp]
+                labels = [["%s\n(%s× idle)" % (chart.fmt(d["exit_p50_ms"]), chart.fmt(d["p50_over_idle"]))
+                           if d.get("p50_over_idle") else None, None] for d in sp]
+                chart.bars(ax, "`true` spawn → exit under load, ms (grey: node-pty in the same process)", groups,
+                           ["p50", "p99"], [[d["exit_p50_ms"], d["exit_p99_ms"]] for d in sp], labels,
+                           note="each against its own 0-neighbour figure; log scale",
+                           baseline_groups=[g for g, d in zip(groups, sp) if d["variant"] != "stack"], log=True)
+            panels.append(p_spawn)
+    fig, axes = chart.figure(len(panels), "opencode-pty bench %s, commit %s, %s" % (
+        s["timestamp"], s["host"].get("commit", "")[:12], s["env"].get("systemd", "")))
+    if fig is None:
+        return False
+    for fn, ax in zip(panels, axes):
+        fn(ax)
+    chart.save(fig, path)
+    return True
 
 
 def update_readme(path, table, summary):
@@ -565,6 +756,7 @@ def main():
     s["scale"] = scale_summary(recs, env)
     s["profile"] = profile_summary(a.callgrind, recs)
     s["syscalls"] = strace_summary(recs)
+    s["interactive"] = interactive_summary(recs)
     table = markdown(s, a.command)
     s["table_markdown"] = table
     # Where the raw records are: the run's output folder, not git (issue #16:
