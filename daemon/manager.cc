@@ -83,6 +83,7 @@ absl::Status Manager::StartCommon() {
   context_.systemd = systemd_.get();
   context_.tracker = &tracker_;
   context_.authenticator = authenticator_.get();
+  context_.lingering_refusals = &lingering_refusals_;
   context_.revision = std::string(SourceRevision());
   context_.source = std::string(SourceSha256());
 

@@ -90,6 +90,7 @@ class Manager final : public Listener::Delegate, public SessionObserver {
   MainPidCache main_pid_cache_;
   Listener listener_;
   SessionContext context_;
+  size_t lingering_refusals_ = 0;
 
   std::map<Session*, std::unique_ptr<Session>> sessions_;
   std::vector<std::unique_ptr<Session>> finished_;

@@ -199,7 +199,7 @@ bool Pump::conn_reading() const noexcept { return IoEnabledFor(conn_source_.get(
 void Pump::Update() noexcept {
   if (conn_source_) {
     uint32_t ev = 0;
-    if (!client_eof_ && !client_gone_) {
+    if ((!client_eof_ || lingering_) && !client_gone_) {
       switch (mode_) {
         case Mode::kHold:
           ev = EPOLLRDHUP;
@@ -238,6 +238,7 @@ int Pump::OnConnIo(sd_event_source* /*s*/, int /*fd*/, uint32_t revents, void* u
 }
 
 void Pump::HandleConn(uint32_t revents) noexcept {
+  if (lingering_) return Linger(revents);
   // A full hang-up or error: nothing can be delivered any more; frames still
   // unread are moot because the session ends with the connection.
   if (revents & (EPOLLHUP | EPOLLERR)) return ClientGone();
@@ -261,7 +262,8 @@ void Pump::HandleConn(uint32_t revents) noexcept {
   }
   // Half-close seen while not reading (holding, paused or blocked): the
   // client ended the session; what it sent after the blockage is moot.
-  if ((revents & EPOLLRDHUP) && !client_eof_) {
+  // (Before a lingering close, DRAINING reads on: Discard sees the EOF.)
+  if ((revents & EPOLLRDHUP) && !client_eof_ && !linger_on_close_) {
     client_eof_ = true;
     Update();
     delegate_->OnClientEof();
@@ -383,6 +385,40 @@ void Pump::Discard() noexcept {
   }
 }
 
+// The lingering close of a refused connection: the terminal envelope is
+// written, our sending side is shut (the client reads the envelope, then
+// EOF), and the descriptor is closed once the client's EOF was read. A
+// client that has not yet seen its connect complete when a full hang-up
+// arrives may report the connection reset and drop the envelope (Bun
+// 1.4.5 does); a half-close followed by the client's own close never
+// looks like a reset. The session's kRefusalLingerUsec deadline bounds the
+// wait.
+void Pump::BeginLingeringClose() noexcept {
+  (void)shutdown(conn_.get(), SHUT_WR);
+  lingering_ = true;
+  if (client_eof_) return Linger(0);
+  Update();
+}
+
+// Reads and drops what the client sent, a bounded number of segments per
+// wakeup (descriptors go to the closer). Its EOF, or a hang-up or error once
+// the queue is empty, ends the lingering close.
+void Pump::Linger(uint32_t revents) noexcept {
+  uint8_t sink[4096];
+  for (int round = 0; round < kLingerReadsPerWakeup; ++round) {
+    RecvFdResult r = RecvWithFd(conn_.get(), sink, sizeof(sink), MSG_DONTWAIT, &AsyncCloseDiscard);
+    AsyncClose(std::move(r.fd));
+    if (r.bytes > 0) continue;
+    if (r.bytes == -EINTR) continue;
+    if (r.bytes == -EAGAIN && !(revents & (EPOLLHUP | EPOLLERR))) return;
+    // EOF, or nothing left on a connection that hung up or failed.
+    lingering_ = false;
+    client_eof_ = true;
+    Update();
+    return delegate_->OnFlushed();
+  }
+}
+
 void Pump::ProcessFrames() noexcept {
   blocked_ = false;
   while (mode_ == Mode::kRunning && !paused_ && conn_ && !client_gone_) {
@@ -500,6 +536,7 @@ void Pump::WriteConn() noexcept {
       terminal_written_ += written;
       if (terminal_written_ == terminal_.size() && !flushed_sent_) {
         flushed_sent_ = true;
+        if (linger_on_close_) return BeginLingeringClose();
         Update();
         delegate_->OnFlushed();
         return;

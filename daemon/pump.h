@@ -83,6 +83,11 @@ class Pump {
   // The last envelope (exit or error): written after all queued output and
   // envelopes, then OnFlushed(); reading switches to discard.
   void QueueTerminal(std::string_view json) noexcept;
+  // For a connection refused before its session began: after the terminal
+  // envelope, shut our sending side and close only once the client's EOF
+  // was read (or the session's kRefusalLingerUsec deadline dropped the
+  // client), so the client never sees a reset (BeginLingeringClose).
+  void LingerOnClose() noexcept { linger_on_close_ = true; }
 
   // The command ended: queued input is dropped and INPUT frames are read and
   // discarded from now on (the session still decodes control frames).
@@ -120,6 +125,11 @@ class Pump {
   void WipeRx() noexcept;
   void ReadRunning() noexcept;
   void Discard() noexcept;
+  void BeginLingeringClose() noexcept;
+  void Linger(uint32_t revents) noexcept;
+  // A lingering close reads at most this many 4 KiB segments per wakeup, so
+  // a refused client that floods takes its turn like any other source.
+  static constexpr int kLingerReadsPerWakeup = 16;
   void ProcessFrames() noexcept;
   void WriteConn() noexcept;
   void ReadPty() noexcept;
@@ -171,6 +181,8 @@ class Pump {
   bool pty_detached_ = false;
   bool output_complete_sent_ = false;
   bool flushed_sent_ = false;
+  bool linger_on_close_ = false;
+  bool lingering_ = false;  // terminal written, waiting for the client's EOF
 };
 
 }  // namespace opencode::daemon

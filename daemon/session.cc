@@ -74,6 +74,7 @@ Session::Session(const SessionContext& ctx, SessionObserver* observer, UniqueFd 
 // The connection (before the pump takes it) and our end of the PTY stream are
 // writable by unprivileged processes: closed off the loop (async_close.h).
 Session::~Session() {
+  ReleaseLingerSlot();
   AsyncClose(std::move(initial_conn_));
   AsyncClose(std::move(pty_stream_));
   AsyncClose(std::move(pending_dir_));
@@ -622,9 +623,14 @@ void Session::Fail(ErrorCode code, std::string_view detail) noexcept {
   AsyncClose(std::move(pty_stream_));
   channel_.reset();
   pump_->DetachPty();
+  // Refused before its session began: the client may not have seen its
+  // connect complete yet; the connection ends with a lingering close.
+  bool linger = state_ == State::kAuthenticating && TakeLingerSlot();
+  if (linger) pump_->LingerOnClose();
   EnvelopeWriter w("error");
   w.Str("code", ErrorCodeName(code)).Str("message", ClientMessage(code));
   QueueTerminal(w.Finish());
+  if (linger) Arm(Deadline::kFlush, limits::kRefusalLingerUsec);
   BeginReap();
   MaybeFinish();
 }
@@ -649,7 +655,23 @@ void Session::OnClientEof() noexcept {
 
 void Session::OnClientGone() noexcept { DropClient(); }
 
+bool Session::TakeLingerSlot() noexcept {
+  if (ctx_.lingering_refusals != nullptr) {
+    if (*ctx_.lingering_refusals >= limits::kMaxLingeringRefusals) return false;
+    ++*ctx_.lingering_refusals;
+  }
+  lingering_ = true;
+  return true;
+}
+
+void Session::ReleaseLingerSlot() noexcept {
+  if (!lingering_) return;
+  lingering_ = false;
+  if (ctx_.lingering_refusals != nullptr) --*ctx_.lingering_refusals;
+}
+
 void Session::OnFlushed() noexcept {
+  ReleaseLingerSlot();
   Arm(Deadline::kNone, 0);
   pump_->CloseConnection();
   MaybeFinish();
@@ -659,6 +681,7 @@ void Session::DropClient() noexcept {
   if (client_gone_) return;
   client_gone_ = true;
   if (!terminal_queued_) Log(LOG_INFO, Fields(), "client disconnected");
+  ReleaseLingerSlot();
   auth_.reset();
   control_call_.reset();
   request_.reset();

@@ -42,6 +42,9 @@ struct SessionContext {
   Authenticator* authenticator = nullptr;
   std::string revision;  // 40 hex (source_identity.h)
   std::string source;    // 64 hex
+  // Refused connections in their lingering close, shared by every session
+  // (at most kMaxLingeringRefusals); null: no cap (tests).
+  size_t* lingering_refusals = nullptr;
 };
 
 class SessionObserver {
@@ -122,6 +125,8 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   void MaybeFinish() noexcept;
   void SetState(State s) noexcept;
   void Arm(Deadline kind, uint64_t usec) noexcept;
+  bool TakeLingerSlot() noexcept;
+  void ReleaseLingerSlot() noexcept;
   static int OnDeadline(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
   static int OnPeerExit(sd_event_source* s, int fd, uint32_t revents, void* userdata) noexcept;
   void Notice(std::string_view code, std::string_view signal = {}) noexcept;
@@ -190,6 +195,7 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   bool terminal_queued_ = false;
   bool client_gone_ = false;
   bool finished_ = false;
+  bool lingering_ = false;  // counted in *ctx_.lingering_refusals
 };
 
 }  // namespace opencode::daemon

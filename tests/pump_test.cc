@@ -406,5 +406,61 @@ TEST_F(PumpTest, EnvelopeReserveAndTerminalAlwaysFits) {
   EXPECT_NE(reader.events.back().find("\"error\""), std::string::npos);
 }
 
+// ---- the lingering close of a refused connection
+
+TEST_F(PumpTest, ARefusalHalfClosesAndClosesOnlyAfterTheClientsEof) {
+  Make(Pump::Mode::kHold);
+  // The helper's START and directory arrived while the peer was being
+  // authenticated; the refusal must not leave them unread at the close.
+  UniqueFd dir(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  std::string f = StartFrame();
+  ASSERT_EQ(SendWithFd(client.get(), f.data(), f.size(), dir.get()), static_cast<ssize_t>(f.size()));
+  pump->LingerOnClose();
+  pump->QueueTerminal(R"({"type":"error","code":"unauthenticated","message":"x"})");
+  ClientReader reader(client.get());
+  bool eof = false;
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    eof = !reader.Drain() || eof;
+    return eof;
+  })) << "the client reads the envelope, then EOF";
+  ASSERT_EQ(reader.events.size(), 1u);
+  EXPECT_NE(reader.events[0].find("unauthenticated"), std::string::npos);
+  testing::RunFor(event.get(), 50);
+  EXPECT_EQ(rec.flushed, 0) << "no close while the client's side is open";
+  EXPECT_TRUE(pump->connected());
+  // What the client still sends is read and dropped, then its EOF ends it.
+  SendAll(client.get(), Frame(FrameType::kInput, "late"));
+  ASSERT_EQ(shutdown(client.get(), SHUT_WR), 0);
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return rec.flushed == 1; }));
+  pump->CloseConnection();
+  EXPECT_FALSE(pump->connected());
+  EXPECT_EQ(rec.client_gone, 0);
+  EXPECT_TRUE(rec.errors.empty());
+  // The client's socket never carried an error: a reset would show here.
+  int err = -1;
+  socklen_t len = sizeof err;
+  ASSERT_EQ(getsockopt(client.get(), SOL_SOCKET, SO_ERROR, &err, &len), 0);
+  EXPECT_EQ(err, 0);
+}
+
+TEST_F(PumpTest, ARefusalAfterTheClientsEofClosesAtOnce) {
+  Make(Pump::Mode::kHold);
+  ASSERT_EQ(shutdown(client.get(), SHUT_WR), 0);
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return rec.client_eof == 1; }));
+  pump->LingerOnClose();
+  pump->QueueTerminal(R"({"type":"error","code":"unauthenticated","message":"x"})");
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return rec.flushed == 1; }));
+  ClientReader reader(client.get());
+  reader.Drain();
+  ASSERT_EQ(reader.events.size(), 1u);
+}
+
+TEST_F(PumpTest, WithoutLingeringTheTerminalIsFlushedAtOnce) {
+  Make(Pump::Mode::kRunning);
+  pump->QueueTerminal(R"({"type":"exit","code":0,"signal":null})");
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return rec.flushed == 1; }))
+      << "an ended session does not wait for the client";
+}
+
 }  // namespace
 }  // namespace opencode::daemon

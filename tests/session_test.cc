@@ -1306,6 +1306,51 @@ TEST_F(SessionTest, RootIsRefused) {
   EXPECT_EQ(Code(Terminal()), "root_refused");
 }
 
+// A refused connection's lingering close (docs/PROTOCOL.md section 1): the
+// client reads the envelope and EOF, the supervisor keeps the descriptor
+// until the client's own close, and the shared count of lingering refusals
+// is taken and given back.
+TEST_F(SessionTest, ARefusalLingersUntilTheClientClosesAndGivesItsSlotBack) {
+  size_t lingering = 0;
+  ctx.lingering_refusals = &lingering;
+  reader.fd = client.get();
+  auth.code = ErrorCode::kUnauthenticated;
+  Begin();
+  ASSERT_TRUE(ReadUntilEof());
+  EXPECT_EQ(Code(Terminal()), "unauthenticated");
+  testing::RunFor(event.get(), 50);
+  EXPECT_EQ(obs.finished, 0) << "the connection is held until the client closes";
+  EXPECT_EQ(lingering, 1u);
+  client.reset();
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
+  EXPECT_EQ(lingering, 0u);
+}
+
+TEST_F(SessionTest, ARefusalOverTheLingerCapClosesAtOnce) {
+  size_t lingering = limits::kMaxLingeringRefusals;
+  ctx.lingering_refusals = &lingering;
+  reader.fd = client.get();
+  auth.code = ErrorCode::kUnauthenticated;
+  Begin();
+  ASSERT_TRUE(ReadUntilEof());
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; })) << "closed without waiting for the client";
+  EXPECT_EQ(Code(Terminal()), "unauthenticated");
+  EXPECT_EQ(lingering, limits::kMaxLingeringRefusals);
+}
+
+TEST_F(SessionTest, ARefusedClientThatNeverClosesIsDroppedAtTheLingerDeadline) {
+  size_t lingering = 0;
+  ctx.lingering_refusals = &lingering;
+  reader.fd = client.get();
+  auth.code = ErrorCode::kUnauthenticated;
+  Begin();
+  ASSERT_TRUE(ReadUntilEof());
+  // The client keeps its end open and says nothing: the deadline ends it.
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; },
+                   static_cast<int>(limits::kRefusalLingerUsec / 1000) + 30000));
+  EXPECT_EQ(lingering, 0u);
+}
+
 // ---- START frame cases: each gets its error envelope, no unit is created
 
 struct StartCase {

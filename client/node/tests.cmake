@@ -27,6 +27,8 @@
 #                             MainPID (fixture node_bun)
 #   vm.node-smoke.{bookworm,trixie}  the smoke suite in the SEA, 10 fresh boots in a row
 #                             (trixie: 3 unless OPENCODE_LONG_VM_TESTS)
+#   vm.node-smoke.bun.bookworm  the seed's smoke: pty-plugin-smoke.ts run by Bun 10 times,
+#                             a disposable supervisor each (issue #31)
 #   with -DOPENCODE_LONG_VM_TESTS=ON also on the qemu VM (TCG):
 #   vm.node-probe.vm (about 10 minutes; vm.acceptance.vm runs the same probe,
 #   so the default suite covers the VM) and vm.node-smoke.vm (about an hour)
@@ -120,6 +122,16 @@ foreach(_t ${_vm_node_targets})
     LABELS vm RESOURCE_LOCK vm_harness TIMEOUT ${_smoke_timeout} FIXTURES_REQUIRED node_sea
     ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
 endforeach()
+# The seed's smoke as the seed wrote it (issue #31): the TypeScript harness
+# vm-tests/node/pty-plugin-smoke.ts run by the pinned Bun as the MainPID, 10
+# times in one boot, each against the freshly built helper and a disposable
+# supervisor (vm-tests/node/bun-smoke.sh), on systemd 252.
+add_test(NAME vm.node-smoke.bun.bookworm
+         COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" bookworm --artifacts "${CMAKE_BINARY_DIR}"
+                 "${_vm_node}/bun-smoke.sh" 10)
+set_tests_properties(vm.node-smoke.bun.bookworm PROPERTIES
+  LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 2400 FIXTURES_REQUIRED "node_sea;node_bun"
+  ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
 add_test(NAME vm.node-example.bookworm
          COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" bookworm --artifacts "${CMAKE_BINARY_DIR}"
                  "${_vm_node}/example.sh")

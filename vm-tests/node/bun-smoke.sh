@@ -10,7 +10,7 @@
 # the definitions are vm-tests/node/smoke-cases.js), through the module under
 # test (/artifacts/node-sea/client/index.js). Every check's name starts with
 # "run N/RUNS: ". The first run also runs the session-cap case, as run-smoke's.
-# Not a ctest yet: it fails on Bun 1.4.5's connect ECONNRESET (client/node/README.md, Versions).
+# ctest vm.node-smoke.bun.bookworm (client/node/tests.cmake).
 . /vm-tests/lib/check.sh
 . /tests/common.sh
 . /tests/smoke-host.sh
