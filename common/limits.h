@@ -204,9 +204,13 @@ inline constexpr uint64_t kTerminalFlushDeadlineUsec = 10ULL * 1000 * 1000;
 // and at most kMaxLingeringRefusals such connections wait at a time, so a
 // same-UID connect loop that never closes holds at most that many of the
 // kMaxSessions slots, each for at most this long. Past the cap a refused
-// connection closes at once, as at admission.
+// connection closes at once. The listener's refusals at admission linger the
+// same way, with their own cap of kMaxLingeringRefusals (they hold no slot).
 inline constexpr uint64_t kRefusalLingerUsec = 2ULL * 1000 * 1000;
 inline constexpr size_t kMaxLingeringRefusals = 64;
+// A lingering close reads at most this many 4 KiB segments per wakeup, so a
+// refused client that floods takes its turn like any other source.
+inline constexpr int kLingerReadsPerWakeup = 16;
 // Graceful stop (SIGTERM): every session's unit stopped and proven gone; the
 // reapers run in parallel, so the cleanup deadline plus margin, well inside
 // the supervisor unit's TimeoutStopSec=30s.

@@ -18,29 +18,13 @@
 #include "common/errors.h"
 #include "common/frame.h"
 #include "common/limits.h"
+#include "common/scm_rights.h"
 #include "daemon/async_close.h"
 #include "daemon/journal.h"
 #include "daemon/status_macros.h"
 
 namespace opencode::daemon {
 namespace {
-
-void Refuse(UniqueFd conn, ErrorCode code, std::string_view message) noexcept {
-  EnvelopeWriter w("error");
-  w.Str("code", ErrorCodeName(code)).Str("message", message);
-  std::string frame;
-  AppendFrame(FrameType::kEvent, w.Finish(), &frame);
-  // A fresh socket's send buffer always holds one small envelope; if not,
-  // the peer loses the reason, never the refusal.
-  (void)send(conn.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  // Unread: whatever the peer put in flight is purged by the final close.
-  AsyncClose(std::move(conn));
-  // A same-UID connect loop reaches this line at will.
-  static LogLimiter limiter;
-  LogFields f;
-  f.error = code;
-  LogLimited(limiter, LOG_WARNING, f, absl::StrCat("connection refused at admission: ", absl::string_view(message.data(), message.size())));
-}
 
 // SO_PEERCRED's pid, or 0. Only ever used to refuse: a pid from the time of
 // connect() may since belong to another process.
@@ -232,6 +216,77 @@ void Listener::AcceptSome() noexcept {
   yielding_ = true;
   Apply();
   if (yield_) sd_event_source_set_enabled(yield_.get(), SD_EVENT_ONESHOT);
+}
+
+void Listener::Refuse(UniqueFd conn, ErrorCode code, std::string_view message) noexcept {
+  EnvelopeWriter w("error");
+  w.Str("code", ErrorCodeName(code)).Str("message", message);
+  std::string frame;
+  AppendFrame(FrameType::kEvent, w.Finish(), &frame);
+  // A fresh socket's send buffer always holds one small envelope; if not,
+  // the peer loses the reason, never the refusal.
+  (void)send(conn.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  // A lingering close (docs/PROTOCOL.md section 1), so that a client that
+  // has not yet seen its connect complete gets the envelope, not a reset;
+  // past the cap, at once (whatever the peer put in flight is then purged
+  // by the closer).
+  if (!Linger(&conn)) AsyncClose(std::move(conn));
+  // A same-UID connect loop reaches this line at will.
+  static LogLimiter limiter;
+  LogFields f;
+  f.error = code;
+  LogLimited(limiter, LOG_WARNING, f, absl::StrCat("connection refused at admission: ", absl::string_view(message.data(), message.size())));
+}
+
+bool Listener::Linger(UniqueFd* conn) noexcept {
+  if (lingering_.size() >= limits::kMaxLingeringRefusals) return false;
+  auto l = std::make_unique<Lingering>();
+  l->owner = this;
+  sd_event_source* io = nullptr;
+  sd_event_source* timer = nullptr;
+  if (sd_event_add_io(event_, &io, conn->get(), EPOLLIN | EPOLLRDHUP, &Listener::OnLingeringIo, l.get()) < 0)
+    return false;
+  l->io.reset(io);
+  uint64_t now = 0;
+  if (sd_event_now(event_, CLOCK_MONOTONIC, &now) < 0 ||
+      sd_event_add_time(event_, &timer, CLOCK_MONOTONIC, now + limits::kRefusalLingerUsec, 0,
+                        &Listener::OnLingeringTimer, l.get()) < 0)
+    return false;
+  l->timer.reset(timer);
+  (void)shutdown(conn->get(), SHUT_WR);
+  l->conn = std::move(*conn);
+  Lingering* key = l.get();
+  lingering_.emplace(key, std::move(l));
+  return true;
+}
+
+int Listener::OnLingeringIo(sd_event_source* /*s*/, int fd, uint32_t revents, void* userdata) noexcept {
+  auto* l = static_cast<Lingering*>(userdata);
+  // A bounded amount per wakeup: a peer that floods takes its turn.
+  uint8_t sink[4096];
+  for (int round = 0; round < limits::kLingerReadsPerWakeup; ++round) {
+    RecvFdResult r = RecvWithFd(fd, sink, sizeof(sink), MSG_DONTWAIT, &AsyncCloseDiscard);
+    AsyncClose(std::move(r.fd));
+    if (r.bytes > 0 || r.bytes == -EINTR) continue;
+    if (r.bytes == -EAGAIN && !(revents & (EPOLLHUP | EPOLLERR))) return 0;
+    // EOF, or nothing left on a connection that hung up or failed.
+    l->owner->EndLingering(l);
+    return 0;
+  }
+  return 0;  // more is queued: the next wakeup reads on
+}
+
+int Listener::OnLingeringTimer(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {
+  auto* l = static_cast<Lingering*>(userdata);
+  l->owner->EndLingering(l);
+  return 0;
+}
+
+void Listener::EndLingering(Lingering* l) noexcept {
+  auto it = lingering_.find(l);
+  if (it == lingering_.end()) return;
+  AsyncClose(std::move(it->second->conn));
+  lingering_.erase(it);  // disables and unrefs both sources
 }
 
 void Listener::Admit(UniqueFd conn) noexcept {

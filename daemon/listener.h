@@ -3,7 +3,9 @@
 // nonblocking at birth (accept4); a connection beyond kMaxSessions or
 // kMaxPendingHandshakes — or, from kHandshakePressure on, one whose peer pid
 // is not the MainPID of systemd's latest answer — gets one error envelope and
-// is closed without a byte of it being read; nothing already accepted is
+// ends with a lingering close (at most kMaxLingeringRefusals at a time, each
+// for at most kRefusalLingerUsec; past the cap at once): what the peer sent
+// is read only to be dropped, never parsed; nothing already accepted is
 // affected. The listener never spins: on EMFILE/ENFILE it pauses (timer with
 // bounded backoff, or until a session frees its descriptors), and after a
 // full burst it yields until idle-priority housekeeping has run. Connections
@@ -15,8 +17,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <string_view>
 
 #include "absl/status/statusor.h"
+#include "common/errors.h"
 #include "common/unique_fd.h"
 #include "daemon/main_pid_cache.h"
 #include "daemon/sd_ptr.h"
@@ -51,6 +57,8 @@ class Listener {
   void DescriptorsFreed() noexcept;
   // Paused because accept4 ran out of descriptors (tests, STATUS=).
   bool paused() const noexcept { return paused_; }
+  // Connections refused at admission still in their lingering close.
+  size_t lingering() const noexcept { return lingering_.size(); }
 
  private:
   static int OnReadable(sd_event_source* s, int fd, uint32_t revents, void* userdata) noexcept;
@@ -59,6 +67,20 @@ class Listener {
   static int OnCloserCaughtUp(sd_event_source* s, int fd, uint32_t revents, void* userdata) noexcept;
   void AcceptSome() noexcept;
   void Admit(UniqueFd conn) noexcept;
+  void Refuse(UniqueFd conn, ErrorCode code, std::string_view message) noexcept;
+
+  // A refused connection in its lingering close: our sending side is shut,
+  // the peer's bytes are read and dropped, and the descriptor goes to the
+  // closer at the peer's EOF or hang-up, or at kRefusalLingerUsec.
+  struct Lingering {
+    Listener* owner;
+    UniqueFd conn;
+    EventSourcePtr io, timer;
+  };
+  static int OnLingeringIo(sd_event_source* s, int fd, uint32_t revents, void* userdata) noexcept;
+  static int OnLingeringTimer(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
+  bool Linger(UniqueFd* conn) noexcept;
+  void EndLingering(Lingering* l) noexcept;
   void Pause() noexcept;
   // The io source is on iff enabled, not paused and not yielding.
   void Apply() noexcept;
@@ -72,6 +94,8 @@ class Listener {
   bool yielding_ = false;  // a full burst: waiting for the idle-priority turn
   bool closer_behind_ = false;  // the closer thread holds kCloseBacklogPause descriptors
   uint64_t backoff_usec_ = 0;
+  // At most kMaxLingeringRefusals.
+  std::map<Lingering*, std::unique_ptr<Lingering>> lingering_;
 };
 
 }  // namespace opencode::daemon

@@ -405,7 +405,7 @@ void Pump::BeginLingeringClose() noexcept {
 // the queue is empty, ends the lingering close.
 void Pump::Linger(uint32_t revents) noexcept {
   uint8_t sink[4096];
-  for (int round = 0; round < kLingerReadsPerWakeup; ++round) {
+  for (int round = 0; round < limits::kLingerReadsPerWakeup; ++round) {
     RecvFdResult r = RecvWithFd(conn_.get(), sink, sizeof(sink), MSG_DONTWAIT, &AsyncCloseDiscard);
     AsyncClose(std::move(r.fd));
     if (r.bytes > 0) continue;

@@ -127,9 +127,6 @@ class Pump {
   void Discard() noexcept;
   void BeginLingeringClose() noexcept;
   void Linger(uint32_t revents) noexcept;
-  // A lingering close reads at most this many 4 KiB segments per wakeup, so
-  // a refused client that floods takes its turn like any other source.
-  static constexpr int kLingerReadsPerWakeup = 16;
   void ProcessFrames() noexcept;
   void WriteConn() noexcept;
   void ReadPty() noexcept;

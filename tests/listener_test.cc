@@ -104,6 +104,43 @@ TEST_F(ListenerTest, RefusesAtTheSessionCap) {
   EXPECT_TRUE(admission.accepted.empty());
 }
 
+// A refusal at admission ends with a lingering close (docs/PROTOCOL.md
+// section 1): envelope and EOF for the client, the descriptor held until the
+// client's own close, nothing it sent left unread; past
+// kMaxLingeringRefusals a refusal closes at once; the deadline ends a client
+// that never closes.
+TEST_F(ListenerTest, ARefusalAtAdmissionLingersUntilTheClientCloses) {
+  admission.sessions = limits::kMaxSessions;
+  UniqueFd c = Connect();
+  // More than one wakeup reads (kLingerReadsPerWakeup segments of 4 KiB):
+  // the rest is read at the next ones.
+  std::string blob((limits::kLingerReadsPerWakeup + 2) * 4096, 'u');
+  ASSERT_EQ(send(c.get(), blob.data(), blob.size(), MSG_NOSIGNAL), static_cast<ssize_t>(blob.size()));
+  EXPECT_EQ(RefusalCode(c.get()), "too_many_sessions");
+  EXPECT_EQ(listener->lingering(), 1u);
+  ASSERT_EQ(shutdown(c.get(), SHUT_WR), 0);
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return listener->lingering() == 0; }));
+  int err = -1;
+  socklen_t len = sizeof err;
+  ASSERT_EQ(getsockopt(c.get(), SOL_SOCKET, SO_ERROR, &err, &len), 0);
+  EXPECT_EQ(err, 0) << "no reset: what the client sent was read before the close";
+}
+
+TEST_F(ListenerTest, RefusalsPastTheLingerCapCloseAtOnceAndTheDeadlineEndsTheRest) {
+  admission.sessions = limits::kMaxSessions;
+  std::vector<UniqueFd> clients;
+  for (size_t i = 0; i < limits::kMaxLingeringRefusals; ++i) clients.push_back(Connect());
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    return listener->lingering() == limits::kMaxLingeringRefusals;
+  }));
+  UniqueFd extra = Connect();
+  EXPECT_EQ(RefusalCode(extra.get()), "too_many_sessions") << "closed at once, still with its envelope";
+  EXPECT_EQ(listener->lingering(), limits::kMaxLingeringRefusals);
+  // None of the clients closes: the linger deadline ends every one.
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return listener->lingering() == 0; },
+                                static_cast<int>(limits::kRefusalLingerUsec / 1000) + 30000));
+}
+
 TEST_F(ListenerTest, AcceptBurstIsBounded) {
   // More pending connections than one wakeup admits: all are admitted over
   // several wakeups, kAcceptBurst at a time.
