@@ -983,7 +983,8 @@ TEST(LauncherBinary, ProbeIsNotStaticSoTheCheckCanFail) { EXPECT_FALSE(IsStaticE
 namespace {
 
 // ---------------------------------------------------------------------------
-// The resize channel handoff and live resize (docs/SECURITY.md "Live resize").
+// The unit channel handoff and live resize (docs/SECURITY.md "The unit channel
+// and the monitor").
 
 struct BadHandoff {
   const char* name;
@@ -1107,7 +1108,7 @@ TEST_F(LauncherTest, ValidSizeMessageIsApplied) {
 namespace {
 
 // ---------------------------------------------------------------------------
-// The monitor (issue #20, docs/SECURITY.md "The unit channel"): the command
+// The monitor (docs/SECURITY.md "The unit channel and the monitor"): the command
 // is --exec's child; signals from the channel reach the command's process
 // only; its exec and its exact end come back on the channel.
 

@@ -397,8 +397,8 @@ acc_run session.journal "the supervisor's journal has the session's structured f
 
 relay term '{"argv":["sleep","100"],"timeout":'"$W"',"steps":[{"event":"started","timeout":'"$W"'},{"signal":"TERM"}]}'
 # TERM goes to the command's process only, and the exit tells that it died of
-# it (docs/SECURITY.md "Signals to the PTY"; before issue #20 script took it as
-# the end of the session and exited 0).
+# it (docs/SECURITY.md "Signals to the PTY"): were TERM to reach `script`, it
+# would take it as the end of the session and exit 0.
 acc_py session.signal-term "Node session: kill(TERM) reaches the command, whose exit is signal TERM with no exit code" "$T/term.json" \
   'any(e.get("type") == "notice" and e.get("code") == "signal_sent" for e in r["events"]) and t.get("type") == "exit" and t.get("signal") == "TERM" and t.get("exitCode") is None'
 relay kill '{"argv":["sleep","100"],"timeout":'"$W"',"steps":[{"event":"started","timeout":'"$W"'},{"signal":"KILL"}]}'

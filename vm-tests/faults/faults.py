@@ -34,7 +34,7 @@ SUP = "opencode-pty-supervisor.service"
 APP = "opencode-v2.service"
 SLICE = "opencode-pty.slice"
 APP_DROPIN = "/run/systemd/system/opencode-v2.service.d/faults-restart.conf"
-# Tolerances of the invariant check (stated in vm-tests/README.md and docs/OPERATIONS.md).
+# Tolerances of the invariant check (stated in vm-tests/README.md).
 FD_TOL = 2
 RSS_ANON_TOL_KB = 2048
 RSS_TOL_KB = 4096
