@@ -238,6 +238,17 @@ void Listener::Refuse(UniqueFd conn, ErrorCode code, std::string_view message) n
   LogLimited(limiter, LOG_WARNING, f, absl::StrCat("connection refused at admission: ", absl::string_view(message.data(), message.size())));
 }
 
+Listener::~Listener() {
+  // A lingering connection may still hold descriptors its client sent, whose
+  // final close can sleep: it runs in the closer, never here (docs/SECURITY.md
+  // "Closing what a peer supplied").
+  for (auto& [key, l] : lingering_) {
+    l->io.reset();
+    l->timer.reset();
+    AsyncClose(std::move(l->conn));
+  }
+}
+
 bool Listener::Linger(UniqueFd* conn) noexcept {
   if (lingering_.size() >= limits::kMaxLingeringRefusals) return false;
   auto l = std::make_unique<Lingering>();
@@ -285,8 +296,9 @@ int Listener::OnLingeringTimer(sd_event_source* /*s*/, uint64_t /*usec*/, void* 
 void Listener::EndLingering(Lingering* l) noexcept {
   auto it = lingering_.find(l);
   if (it == lingering_.end()) return;
-  AsyncClose(std::move(it->second->conn));
+  UniqueFd conn = std::move(it->second->conn);
   lingering_.erase(it);  // disables and unrefs both sources
+  AsyncClose(std::move(conn));
 }
 
 void Listener::Admit(UniqueFd conn) noexcept {

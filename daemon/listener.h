@@ -49,6 +49,8 @@ class Listener {
   static absl::StatusOr<UniqueFd> FromSystemd();
 
   Listener(sd_event* event, UniqueFd socket, Delegate* delegate);
+  // Hands every lingering refusal to the closer (async_close.h).
+  ~Listener();
   absl::Status Init();
   // Accepting starts after start-up recovery and stops at shutdown.
   void Enable(bool enabled) noexcept;

@@ -18,6 +18,7 @@
 #include "common/envelope.h"
 #include "common/limits.h"
 #include "common/scm_rights.h"
+#include "daemon/async_close.h"
 #include "daemon/listener.h"
 #include "tests/daemon_test_util.h"
 
@@ -139,6 +140,30 @@ TEST_F(ListenerTest, RefusalsPastTheLingerCapCloseAtOnceAndTheDeadlineEndsTheRes
   // None of the clients closes: the linger deadline ends every one.
   ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return listener->lingering() == 0; },
                                 static_cast<int>(limits::kRefusalLingerUsec / 1000) + 30000));
+}
+
+// A listener destroyed while a refusal lingers (the supervisor's shutdown)
+// hands the connection to the closer: the client's unread descriptor is a
+// lingering TCP socket whose final close sleeps (the closer's defusing is off
+// here), so an inline close would hold the destructor for 30 s and leave the
+// backlog where it was.
+TEST_F(ListenerTest, DestroyingTheListenerClosesLingeringRefusalsInTheCloser) {
+  ASSERT_TRUE(StartAsyncClose().ok());
+  AsyncCloseSetDefuseForTesting(false);
+  testing::LingeringSocket lingering(30);
+  ASSERT_TRUE(lingering.ok());
+  admission.sessions = limits::kMaxSessions;
+  UniqueFd c = Connect();
+  EXPECT_EQ(RefusalCode(c.get()), "too_many_sessions");
+  ASSERT_EQ(listener->lingering(), 1u);
+  // In flight and unread: the listener goes before its next wakeup.
+  ASSERT_EQ(SendWithFd(c.get(), "x", 1, lingering.client()), 1);
+  lingering.Release();
+  size_t before = AsyncCloseBacklog();
+  listener.reset();
+  EXPECT_GE(AsyncCloseBacklog(), before + 1) << "the close waits in the closer, not in the destructor";
+  lingering.ResetPeer();
+  AsyncCloseSetDefuseForTesting(true);
 }
 
 TEST_F(ListenerTest, AcceptBurstIsBounded) {
