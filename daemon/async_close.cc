@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
@@ -164,6 +165,19 @@ void AsyncClose(UniqueFd fd) noexcept {
 }
 
 void AsyncCloseDiscard(UniqueFd fd) noexcept { AsyncClose(std::move(fd)); }
+
+bool DiscardUntilEof(int conn, uint32_t revents) noexcept {
+  // A bounded amount per wakeup: a peer that floods takes its turn.
+  uint8_t sink[4096];
+  for (int round = 0; round < limits::kLingerReadsPerWakeup; ++round) {
+    RecvFdResult r = RecvWithFd(conn, sink, sizeof(sink), MSG_DONTWAIT, &AsyncCloseDiscard);
+    AsyncClose(std::move(r.fd));
+    if (r.bytes > 0 || r.bytes == -EINTR) continue;
+    // EAGAIN on a live connection: the client may still send.
+    return !(r.bytes == -EAGAIN && !(revents & (EPOLLHUP | EPOLLERR)));
+  }
+  return false;  // more is queued: the next wakeup reads on
+}
 
 size_t AsyncCloseBacklog() noexcept { return Get().backlog.load(); }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "absl/status/status.h"
 #include "common/unique_fd.h"
@@ -34,6 +35,13 @@ struct OffLoopFd {
 
 // The same, shaped for common/scm_rights.h's DiscardFd.
 void AsyncCloseDiscard(UniqueFd fd) noexcept;
+
+// One wakeup of a lingering close (docs/PROTOCOL.md section 1): reads and
+// drops at most kLingerReadsPerWakeup segments of what the client still sends
+// on `conn`, handing every descriptor that came with them to the closer.
+// True once the client is done (its EOF was read, or nothing is left on a
+// connection that hung up or failed); false while it may still send.
+bool DiscardUntilEof(int conn, uint32_t revents) noexcept;
 
 // Descriptors queued and not yet closed.
 size_t AsyncCloseBacklog() noexcept;

@@ -18,7 +18,6 @@
 #include "common/errors.h"
 #include "common/frame.h"
 #include "common/limits.h"
-#include "common/scm_rights.h"
 #include "daemon/async_close.h"
 #include "daemon/journal.h"
 #include "daemon/status_macros.h"
@@ -273,18 +272,8 @@ bool Listener::Linger(UniqueFd* conn) noexcept {
 
 int Listener::OnLingeringIo(sd_event_source* /*s*/, int fd, uint32_t revents, void* userdata) noexcept {
   auto* l = static_cast<Lingering*>(userdata);
-  // A bounded amount per wakeup: a peer that floods takes its turn.
-  uint8_t sink[4096];
-  for (int round = 0; round < limits::kLingerReadsPerWakeup; ++round) {
-    RecvFdResult r = RecvWithFd(fd, sink, sizeof(sink), MSG_DONTWAIT, &AsyncCloseDiscard);
-    AsyncClose(std::move(r.fd));
-    if (r.bytes > 0 || r.bytes == -EINTR) continue;
-    if (r.bytes == -EAGAIN && !(revents & (EPOLLHUP | EPOLLERR))) return 0;
-    // EOF, or nothing left on a connection that hung up or failed.
-    l->owner->EndLingering(l);
-    return 0;
-  }
-  return 0;  // more is queued: the next wakeup reads on
+  if (DiscardUntilEof(fd, revents)) l->owner->EndLingering(l);
+  return 0;
 }
 
 int Listener::OnLingeringTimer(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {

@@ -404,19 +404,11 @@ void Pump::BeginLingeringClose() noexcept {
 // wakeup (descriptors go to the closer). Its EOF, or a hang-up or error once
 // the queue is empty, ends the lingering close.
 void Pump::Linger(uint32_t revents) noexcept {
-  uint8_t sink[4096];
-  for (int round = 0; round < limits::kLingerReadsPerWakeup; ++round) {
-    RecvFdResult r = RecvWithFd(conn_.get(), sink, sizeof(sink), MSG_DONTWAIT, &AsyncCloseDiscard);
-    AsyncClose(std::move(r.fd));
-    if (r.bytes > 0) continue;
-    if (r.bytes == -EINTR) continue;
-    if (r.bytes == -EAGAIN && !(revents & (EPOLLHUP | EPOLLERR))) return;
-    // EOF, or nothing left on a connection that hung up or failed.
-    lingering_ = false;
-    client_eof_ = true;
-    Update();
-    return delegate_->OnFlushed();
-  }
+  if (!DiscardUntilEof(conn_.get(), revents)) return;
+  lingering_ = false;
+  client_eof_ = true;
+  Update();
+  return delegate_->OnFlushed();
 }
 
 void Pump::ProcessFrames() noexcept {
