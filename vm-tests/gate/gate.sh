@@ -114,6 +114,8 @@ for kv in $want_props; do
 done
 if [ -z "$bad" ]; then pass "units: supervisor properties as loaded by systemd" "$want_props"; else fail "units: supervisor properties as loaded by systemd" "$bad"; fi
 if [ "$(prop opencode-pty.slice TasksMax)" = 8192 ]; then pass "units: opencode-pty.slice TasksMax=8192"; else fail "units: opencode-pty.slice TasksMax=8192" "$(prop opencode-pty.slice TasksMax)"; fi
+# The sessions are one CPU group against the supervisor and the application (issue #30).
+if [ "$(prop opencode-pty.slice CPUWeight)" = 100 ]; then pass "units: opencode-pty.slice CPUWeight=100"; else fail "units: opencode-pty.slice CPUWeight=100" "$(prop opencode-pty.slice CPUWeight)"; fi
 if [ "$(prop $APP ExecCondition | grep -o 'path=[^ ;]*')" = "path=$V" ] && [ "$(prop $APP User)" = byk ]; then
   pass "units: $APP has ExecCondition=$V and User=byk"; else fail "units: $APP has ExecCondition=$V and User=byk" "$(prop $APP ExecCondition)"; fi
 
