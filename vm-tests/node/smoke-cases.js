@@ -1,8 +1,8 @@
 'use strict';
 // vm-tests/node/smoke-cases.js: the checks of the smoke suite, defined once for
 // both of its entries: vm-tests/node/smoke-app.js (the Node 26.4 SEA, script
-// mode; vm-tests/node/smoke.sh) and vm-tests/node/pty-plugin-smoke.ts (the
-// pinned Bun; vm-tests/node/bun-smoke.sh). Either runs as the MainPID of
+// mode; vm-tests/node/smoke.sh --runtime=node) and vm-tests/node/pty-plugin-smoke.ts (the
+// pinned Bun; the same driver, --runtime=bun). Either runs as the MainPID of
 // opencode-v2.service (User=byk) against the installed supervisor, helper and
 // launcher, through the module under test (OPENCODE_PTY_MODULE), and calls
 // main(). Every case records checks {name, ok, evidence} into
