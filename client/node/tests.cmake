@@ -25,13 +25,14 @@
 #   vm.node-adapter.bun.*, vm.node-{signals,resize}.bun.* (vm-tests/CMakeLists.txt), on
 #                             bookworm and trixie: those suites with the pinned Bun as the
 #                             MainPID (fixture node_bun)
-#   vm.node-smoke.{bookworm,trixie}  the smoke suite in the SEA, 10 fresh boots in a row
-#                             (trixie: 3 unless OPENCODE_LONG_VM_TESTS)
-#   vm.node-smoke.bun.bookworm  the seed's smoke: pty-plugin-smoke.ts run by Bun 10 times,
-#                             a disposable supervisor each (issue #31)
+#   vm.node-smoke.{bookworm,trixie}  the smoke suite in the SEA, 10 runs in one boot,
+#                             a fresh supervisor each (trixie: 3 unless
+#                             OPENCODE_LONG_VM_TESTS); vm-tests/node/smoke.sh
+#   vm.node-smoke.bun.bookworm  the seed's smoke: pty-plugin-smoke.ts run by Bun 10 times
+#                             in one boot, a fresh supervisor each (issue #31); the same driver
 #   with -DOPENCODE_LONG_VM_TESTS=ON also on the qemu VM (TCG):
 #   vm.node-probe.vm (about 10 minutes; vm.acceptance.vm runs the same probe,
-#   so the default suite covers the VM) and vm.node-smoke.vm (about an hour)
+#   so the default suite covers the VM) and vm.node-smoke.vm
 #   vm.node-example.bookworm  the README example, as the reader would run it
 if(OPENCODE_SANITIZE)
   return()
@@ -103,35 +104,42 @@ foreach(_t bookworm trixie)
     LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 2400 FIXTURES_REQUIRED "node_sea;node_bun"
     ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
 endforeach()
+# The smoke suite (vm-tests/node/smoke.sh): RUNS runs in one boot, each
+# against a fresh supervisor. The harness's limit on the boot
+# (VMTESTS_TIMEOUT) is a multiple of the work: 180 s per run on a container
+# (one run takes about 30 s here, the first about 2 minutes with the session
+# cap and the unit tests), 600 s per run on the VM (TCG), plus 600 s for
+# installing and the first run; ctest's limit adds 600 s for the boot.
+function(opencode_node_smoke _name _target _runs)
+  if(_target STREQUAL "vm")
+    set(_per_run 600)
+  else()
+    set(_per_run 180)
+  endif()
+  math(EXPR _boot_limit "600 + ${_per_run} * ${_runs}")
+  math(EXPR _ctest_limit "${_boot_limit} + 600")
+  add_test(NAME ${_name}
+           COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" ${_target} --artifacts "${CMAKE_BINARY_DIR}"
+                   "${_vm_node}/smoke.sh" ${ARGN} ${_runs})
+  set_tests_properties(${_name} PROPERTIES
+    LABELS vm RESOURCE_LOCK vm_harness TIMEOUT ${_ctest_limit}
+    ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results;VMTESTS_TIMEOUT=${_boot_limit}")
+endfunction()
 foreach(_t ${_vm_node_targets})
-  # 10 boots in a row on bookworm always; trixie boots 3 times in the default
-  # suite (the VM harness runs one suite at a time: 10 would add about 10
-  # minutes to tools/test) and 10 with OPENCODE_LONG_VM_TESTS.
+  # 10 runs on bookworm always; 3 on trixie in the default suite and 10 with
+  # OPENCODE_LONG_VM_TESTS.
   set(_smoke_runs 10)
   if(_t STREQUAL "trixie" AND NOT OPENCODE_LONG_VM_TESTS)
     set(_smoke_runs 3)
   endif()
-  add_test(NAME vm.node-smoke.${_t}
-           COMMAND "${_vm_node}/run-smoke" "${CMAKE_BINARY_DIR}" ${_t} ${_smoke_runs})
-  if(_t STREQUAL "vm")
-    set(_smoke_timeout 5400)
-  else()
-    set(_smoke_timeout 2400)
-  endif()
-  set_tests_properties(vm.node-smoke.${_t} PROPERTIES
-    LABELS vm RESOURCE_LOCK vm_harness TIMEOUT ${_smoke_timeout} FIXTURES_REQUIRED node_sea
-    ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
+  opencode_node_smoke(vm.node-smoke.${_t} ${_t} ${_smoke_runs} --runtime=node --unit-tests)
+  set_tests_properties(vm.node-smoke.${_t} PROPERTIES FIXTURES_REQUIRED node_sea)
 endforeach()
 # The seed's smoke as the seed wrote it (issue #31): the TypeScript harness
-# vm-tests/node/pty-plugin-smoke.ts run by the pinned Bun as the MainPID, 10
-# times in one boot, each against the freshly built helper and a disposable
-# supervisor (vm-tests/node/bun-smoke.sh), on systemd 252.
-add_test(NAME vm.node-smoke.bun.bookworm
-         COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" bookworm --artifacts "${CMAKE_BINARY_DIR}"
-                 "${_vm_node}/bun-smoke.sh" 10)
-set_tests_properties(vm.node-smoke.bun.bookworm PROPERTIES
-  LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 2400 FIXTURES_REQUIRED "node_sea;node_bun"
-  ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
+# vm-tests/node/pty-plugin-smoke.ts run by the pinned Bun as the MainPID, with
+# the same driver and checks, on systemd 252.
+opencode_node_smoke(vm.node-smoke.bun.bookworm bookworm 10 --runtime=bun)
+set_tests_properties(vm.node-smoke.bun.bookworm PROPERTIES FIXTURES_REQUIRED "node_sea;node_bun")
 add_test(NAME vm.node-example.bookworm
          COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" bookworm --artifacts "${CMAKE_BINARY_DIR}"
                  "${_vm_node}/example.sh")
@@ -177,8 +185,3 @@ endforeach()
 add_test(NAME node.bun-stage
          COMMAND sh -c "b=$(\"${_node_dir}/bun/install-bun\") && mkdir -p \"${CMAKE_BINARY_DIR}/bun\" && cp \"$b\" \"${CMAKE_BINARY_DIR}/bun/bun.tmp\" && mv \"${CMAKE_BINARY_DIR}/bun/bun.tmp\" \"${CMAKE_BINARY_DIR}/bun/bun\" && \"${CMAKE_BINARY_DIR}/bun/bun\" --version")
 set_tests_properties(node.bun-stage PROPERTIES LABELS node TIMEOUT 600 FIXTURES_SETUP node_bun)
-
-# vm-tests/node/bun-smoke.sh (the seed's smoke run by `bun` 10 times against a
-# disposable supervisor each) is not registered: it fails on Bun 1.4.5's
-# connect ECONNRESET (client/node/README.md, Versions). Run it by hand:
-#   vm-tests/run bookworm --artifacts build/release vm-tests/node/bun-smoke.sh 10

@@ -1,5 +1,5 @@
 // vm-tests/node/pty-plugin-smoke.ts: the Bun entry of the smoke suite, the
-// seed's `bun pty-plugin-smoke.ts`. vm-tests/node/bun-smoke.sh runs it with the
+// seed's `bun pty-plugin-smoke.ts`. vm-tests/node/smoke.sh --runtime=bun runs it with the
 // pinned Bun ($BUN_APP FILE, no bundling: Bun transpiles it in process) as the
 // MainPID of opencode-v2.service, 10 times in one boot, each against a fresh
 // supervisor. The checks are vm-tests/node/smoke-cases.js, the same

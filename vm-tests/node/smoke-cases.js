@@ -1,8 +1,8 @@
 'use strict';
 // vm-tests/node/smoke-cases.js: the checks of the smoke suite, defined once for
 // both of its entries: vm-tests/node/smoke-app.js (the Node 26.4 SEA, script
-// mode; vm-tests/node/smoke.sh) and vm-tests/node/pty-plugin-smoke.ts (the
-// pinned Bun; vm-tests/node/bun-smoke.sh). Either runs as the MainPID of
+// mode; vm-tests/node/smoke.sh --runtime=node) and vm-tests/node/pty-plugin-smoke.ts (the
+// pinned Bun; the same driver, --runtime=bun). Either runs as the MainPID of
 // opencode-v2.service (User=byk) against the installed supervisor, helper and
 // launcher, through the module under test (OPENCODE_PTY_MODULE), and calls
 // main(). Every case records checks {name, ok, evidence} into
@@ -471,14 +471,17 @@ cases.exitonly = async () => {
 // kTerminalFlushDeadlineUsec without the exit envelope (the documented bound).
 cases.writerace = async () => {
   const n = 24000;
-  const s = open('/bin/sh', ['-c', `echo ready; sleep 1; head -c ${n} /dev/zero | tr "\\0" t; echo; echo TAIL-END; exit 7`]);
+  // The command writes its output once it reads the line typed after pause().
+  const s = open('/bin/sh', ['-c', `stty -echo; echo ready; read x; head -c ${n} /dev/zero | tr "\\0" t; echo; echo TAIL-END; exit 7`]);
   await s.p.waitForOutput(/ready/, { timeoutMs: 20000 });
   s.p.pause();
+  s.p.write('\r');
   const unit = s.started && s.started.unit;
   const gone = unit && await unitGone(unit, 20000);
-  await sleep(1000);  // the supervisor sends the exit envelope and closes
-  // Writes go on until one fails: a write's EPIPE/ECONNRESET is reported on a
-  // later tick, and a loaded supervisor may close later than the unit went.
+  // Writes go on until one fails: the supervisor sends the exit envelope and
+  // closes after the unit went (a loaded one later), and a write's
+  // EPIPE/ECONNRESET is reported on a later tick. Until then the supervisor
+  // drops the input of a session whose command ended (daemon/pump.cc).
   let threw = null;
   let writes = 0;
   const t0 = Date.now();

@@ -1,11 +1,10 @@
 # vm-tests/node/smoke-host.sh: the smoke suite's checks that only root can make
-# (sourced after check.sh and common.sh), defined once for both of its entries:
-# vm-tests/node/smoke.sh (Node 26.4 SEA) and vm-tests/node/bun-smoke.sh (Bun).
-# Each check's name starts with $CHECK_PREFIX (empty unless a suite repeats
-# the checks in one boot and numbers its runs).
+# (sourced after check.sh and common.sh), for both runtimes of its driver
+# vm-tests/node/smoke.sh (--runtime=node: the Node 26.4 SEA; --runtime=bun).
+# Each check's name starts with $CHECK_PREFIX ("run N/RUNS: ").
 # The cases of vm-tests/node/smoke-cases.js every run runs; sessioncap
-# (kMaxSessions real sessions, about a minute and a half) is added by the
-# suites to their first run only.
+# (kMaxSessions real sessions, about a minute and a half) is added to the
+# first run only.
 SMOKE_CASES=session,utf8,prelistener,stop,notices,patterns,framing,helper,identity,inflight,handshakes,burst,exitonly,writerace,throwing
 SMOKE_SOCKET=/run/opencode-pty/supervisor.sock
 SMOKE_VERIFIER=/usr/local/libexec/opencode-pty-verify-readiness
