@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <string.h>
 
-#include <array>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,21 +14,6 @@ namespace opencode::daemon {
 namespace {
 
 using Kind = UnitResult::Kind;
-
-constexpr std::array<std::pair<Kind, std::string_view>, 12> kResultWords{{
-    {Kind::kSuccess, "success"},
-    {Kind::kProtocol, "protocol"},
-    {Kind::kTimeout, "timeout"},
-    {Kind::kExitCode, "exit-code"},
-    {Kind::kSignal, "signal"},
-    {Kind::kCoreDump, "core-dump"},
-    {Kind::kWatchdog, "watchdog"},
-    {Kind::kStartLimitHit, "start-limit-hit"},
-    {Kind::kResources, "resources"},
-    {Kind::kOomKill, "oom-kill"},
-    {Kind::kExecCondition, "exec-condition"},
-    {Kind::kCleaned, "cleaned"},
-}};
 
 // `result` in systemd's words, about the command: from an exact report
 // success / exit-code / signal / core-dump; otherwise systemd's Result of the
@@ -61,23 +45,6 @@ ExitReport LaunchFailed(uint8_t status) {
 }
 
 }  // namespace
-
-UnitResult UnitResult::Parse(std::string_view word) {
-  for (const auto& [kind, text] : kResultWords)
-    if (text == word) return UnitResult{.kind = kind, .unknown = {}};
-  return UnitResult{.kind = Kind::kUnknown, .unknown = std::string(word)};
-}
-
-std::string_view UnitResult::Text() const noexcept {
-  for (const auto& [k, text] : kResultWords)
-    if (k == kind) return text;
-  return unknown;
-}
-
-UnitExit CollectedUnitExit() {
-  return UnitExit{.exec_main_code = CLD_EXITED, .exec_main_status = 0,
-                  .result = UnitResult{.kind = Kind::kSuccess, .unknown = {}}};
-}
 
 std::string SignalText(int signo) {
   const char* name = sigabbrev_np(signo);

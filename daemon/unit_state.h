@@ -11,8 +11,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "daemon/exit_report.h"
 #include "daemon/systemd_api.h"
+#include "daemon/unit_exit.h"
 
 namespace opencode::daemon {
 
@@ -35,8 +35,8 @@ bool IsUnitFinished(const UnitSnapshot& s);
 // inactive; a failed one stays loaded until the supervisor resets it.
 bool IsUnitCollected(const UnitSnapshot& s);
 
-// ExecMainCode/ExecMainStatus/Result of a finished unit (what they mean to
-// the client: exit_report.h).
+// ExecMainCode/ExecMainStatus/Result of a finished unit (unit_exit.h; what
+// they mean to the client: exit_report.h).
 absl::StatusOr<UnitExit> ReadUnitExit(const UnitSnapshot& s);
 
 }  // namespace opencode::daemon
