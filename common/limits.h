@@ -171,7 +171,7 @@ inline constexpr size_t kMaxBusCallsInFlight = 64;
 // re-query; they coalesce into a set of at most this many pending unit names.
 inline constexpr size_t kSignalQueueCapacity = 64;
 // A unit channel holds at most one window size and one signal not yet
-// written: that bound is the shape of daemon/unit_channel.h (one bool and
+// written: that bound is the shape of daemon/session/unit_channel.h (one bool and
 // one value each), not a number to tune.
 // A pending signal (a `K` packet, 2 bytes) that cannot be written to the
 // unit channel for this long is given up (notice signal_failed): the channel
@@ -298,7 +298,7 @@ static_assert(kSupervisorMemoryMax >= kSupervisorMemoryBound + kSupervisorMemory
 // it the cached MainPID) stays fresh; the cache never admits anyone.
 inline constexpr size_t kHandshakePressure = kMaxPendingHandshakes / 2;
 
-// ---- closing what a peer supplied (daemon/async_close.h) ----
+// ---- closing what a peer supplied (daemon/base/async_close.h) ----
 // The kernel delivers at most this many descriptors with one SCM_RIGHTS
 // message (SCM_MAX_FD); every receive keeps room for all of them, because a
 // descriptor that does not fit is dropped by the kernel in the receiving

@@ -8,12 +8,12 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/async_close.h"
+#include "daemon/base/async_close.h"
 #include "daemon/caps.h"
-#include "daemon/journal.h"
+#include "daemon/base/journal.h"
 #include "daemon/listener.h"
-#include "daemon/manager.h"
-#include "daemon/sd_ptr.h"
+#include "daemon/supervisor.h"
+#include "daemon/base/sd_ptr.h"
 
 using namespace opencode::daemon;
 

@@ -83,7 +83,7 @@ struct Report {
 };
 
 // What precedes everything else on the PTY stream (the supervisor's resize
-// channel handoff, daemon/unit_channel.cc), and the broken variants.
+// channel handoff, daemon/session/unit_channel.cc), and the broken variants.
 enum class Handoff { kGood, kNone, kWrongByte, kNoFd, kTwoFds, kStreamSocket, kTwoBytes };
 
 // How to start the launcher; the defaults are what systemd does in a PTY unit.
