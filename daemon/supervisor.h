@@ -30,6 +30,7 @@
 #include "daemon/session/session.h"
 #include "daemon/systemd/systemd_api.h"
 #include "daemon/systemd/systemd_connection.h"
+#include "daemon/systemd/reaper.h"
 #include "daemon/systemd/unit_tracker.h"
 
 namespace opencode::daemon {

@@ -26,6 +26,8 @@
 #include "common/limits.h"
 #include "daemon/base/journal.h"
 #include "daemon/systemd/systemd_connection.h"
+#include "daemon/systemd/reaper.h"
+#include "daemon/systemd/unit_monitor.h"
 #include "daemon/systemd/unit_tracker.h"
 #include "daemon/systemd/unit_state.h"
 #include "tests/daemon_test_util.h"

@@ -26,6 +26,8 @@
 #include "daemon/base/sd_ptr.h"
 #include "daemon/systemd/systemd_api.h"
 #include "daemon/session/unit_channel.h"
+#include "daemon/systemd/reaper.h"
+#include "daemon/systemd/unit_monitor.h"
 #include "daemon/systemd/unit_tracker.h"
 #include "daemon/systemd/unit_properties.h"
 #include "daemon/systemd/unit_state.h"

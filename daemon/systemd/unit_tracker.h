@@ -1,12 +1,13 @@
 // Watching PTY units over D-Bus: signals (UnitRemoved, JobRemoved,
 // PropertiesChanged) become hints in one bounded coalescing queue, and hints
-// only ever trigger re-queries by the unit's watcher. Invariants: nothing here
-// concludes anything from a signal; a unit is "finished" or "gone" only by the
-// answer of an explicit query (UnitMonitor, Reaper). Signals arrive only on
-// the direct connection to systemd (SystemdConnection), where no other peer
-// can send; a signal counts as a hint only with the sender systemd sets there
-// (org.freedesktop.systemd1), and costs one comparison otherwise. Hints never
-// spend a Reaper's budget (only time does).
+// only ever trigger re-queries by the unit's watcher (unit_watcher.h).
+// Invariants: nothing here concludes anything from a signal; a unit is
+// "finished" or "gone" only by the answer of an explicit query (unit_monitor.h,
+// reaper.h). Signals arrive only on the direct connection to systemd
+// (SystemdConnection), where no other peer can send; a signal counts as a hint
+// only with the sender systemd sets there (org.freedesktop.systemd1), and
+// costs one comparison otherwise. Hints never spend a Reaper's budget (only
+// time does).
 #pragma once
 
 #include <systemd/sd-bus.h>
@@ -21,19 +22,11 @@
 #include "absl/status/status.h"
 #include "common/limits.h"
 #include "daemon/systemd/hint_queue.h"
+#include "daemon/systemd/unit_watcher.h"
 #include "daemon/base/sd_ptr.h"
 #include "daemon/systemd/systemd_api.h"
 
 namespace opencode::daemon {
-
-class UnitWatcher {
- public:
-  // A hint (signal, queue overflow or poll tick) says: ask systemd again.
-  virtual void OnUnitHint() noexcept = 0;
-
- protected:
-  ~UnitWatcher() = default;
-};
 
 class UnitTracker {
  public:
@@ -126,82 +119,6 @@ class UnitTracker {
   uint64_t foreign_signals_ = 0;
   uint64_t last_unit_gone_usec_ = 0;  // CLOCK_MONOTONIC; 0: none yet
   uint64_t property_signals_skipped_ = 0;
-};
-
-// Re-queries one unit's properties whenever told to (hint, tick, or the owner's
-// own reason such as EOF of the PTY stream); coalesces to at most one query in
-// flight plus one pending. The owner decides from each snapshot.
-class UnitMonitor final : public UnitWatcher {
- public:
-  using OnSnapshot = std::function<void(absl::StatusOr<UnitSnapshot>)>;
-  UnitMonitor(SystemdApi* api, UnitTracker* tracker, std::string unit, OnSnapshot on_snapshot);
-
-  absl::Status Start();
-  void SetPolling(bool polling);
-  void SetJobHintsOnly(bool on);
-  void QueryNow() noexcept;
-  size_t queries() const noexcept { return queries_; }
-  void OnUnitHint() noexcept override { QueryNow(); }
-
- private:
-  SystemdApi* api_;
-  UnitTracker* tracker_;
-  std::string unit_;
-  // Sends one query; its answer goes to on_snapshot_. A call that cannot be
-  // sent is only returned, never reported to the owner from here.
-  absl::Status Send() noexcept;
-
-  OnSnapshot on_snapshot_;
-  std::unique_ptr<UnitTracker::Watch> watch_;
-  Pending query_;
-  bool requery_ = false;
-  size_t queries_ = 0;
-};
-
-// Stops a unit and proves it gone: StopUnit("replace") -> (ResetFailedUnit,
-// GetUnit) until GetUnit answers org.freedesktop.systemd1.NoSuchUnit, re-asking on hints and ticks
-// (at most one query in flight plus one pending), and giving up only after
-// kCleanupDeadlineUsec in which no PTY unit at all was proven gone, or at
-// kCleanupHardDeadlineUsec: time, never the number of hints, ends the proof.
-class Reaper final : public UnitWatcher {
- public:
-  // OK: proven gone. Otherwise why not (the owner logs it).
-  using Done = std::function<void(absl::Status)>;
-  Reaper(SystemdApi* api, UnitTracker* tracker, sd_event* event, std::string unit, Done done);
-
-  // `stop_first` = false skips StopUnit (the unit is known to be
-  // released already) and only proves.
-  absl::Status Start(bool stop_first = true);
-  bool gone() const noexcept { return gone_; }
-  size_t queries() const noexcept { return queries_; }
-  const std::string& unit() const noexcept { return unit_; }
-  void OnUnitHint() noexcept override;
-
- private:
-  static int OnDeadline(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
-  void Stop() noexcept;
-  void Query() noexcept;
-  void AskGone() noexcept;
-  void Finish(absl::Status status) noexcept;
-
-  SystemdApi* api_;
-  UnitTracker* tracker_;
-  sd_event* event_;
-  std::string unit_;
-  Done done_;
-  std::unique_ptr<UnitTracker::Watch> watch_;
-  EventSourcePtr deadline_;
-  uint64_t started_usec_ = 0;
-  Pending call_;
-  bool querying_phase_ = false;
-  bool requery_ = false;
-  // StopUnit failed otherwise than "already gone" (systemd re-executing
-  // never answered): sent again on the next hint or tick, at most once per
-  // hint, while the unit is not proven gone.
-  bool resend_ = false;
-  bool gone_ = false;
-  size_t queries_ = 0;
-  absl::Status last_error_;
 };
 
 }  // namespace opencode::daemon
