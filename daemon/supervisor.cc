@@ -1,5 +1,5 @@
 // Supervisor ownership, start-up recovery, shutdown and notifications (see
-// manager.h).
+// supervisor.h).
 #include "daemon/supervisor.h"
 
 #include <signal.h>
@@ -22,19 +22,19 @@ LogFields UnitFields(std::string_view unit) {
 
 }  // namespace
 
-Manager::Manager(sd_event* event, UniqueFd listen_socket)
+Supervisor::Supervisor(sd_event* event, UniqueFd listen_socket)
     : event_(event), tracker_(event), listener_(event, std::move(listen_socket), this) {}
 
 // Sessions and reapers go first (they hold slots on the connection), the
 // connection last.
-Manager::~Manager() {
+Supervisor::~Supervisor() {
   finished_.clear();
   sessions_.clear();
   reapers_.clear();
   list_call_.reset();
 }
 
-absl::Status Manager::Start() {
+absl::Status Supervisor::Start() {
   connection_ = std::make_unique<SystemdConnection>(event_);
   RETURN_IF_ERROR(connection_->Connect());
   systemd_ = NewBusSystemdApi(connection_.get());
@@ -67,15 +67,15 @@ absl::Status Manager::Start() {
   return StartCommon();
 }
 
-absl::Status Manager::StartWith(std::unique_ptr<SystemdApi> systemd,
-                                std::unique_ptr<Authenticator> authenticator) {
+absl::Status Supervisor::StartWith(std::unique_ptr<SystemdApi> systemd,
+                                   std::unique_ptr<Authenticator> authenticator) {
   systemd_ = std::move(systemd);
   authenticator_ = std::move(authenticator);
   RETURN_IF_ERROR(tracker_.Init());
   return StartCommon();
 }
 
-absl::Status Manager::StartCommon() {
+absl::Status Supervisor::StartCommon() {
   RETURN_IF_ERROR(listener_.Init());
   int r;
 
@@ -88,19 +88,19 @@ absl::Status Manager::StartCommon() {
   context_.source = std::string(SourceSha256());
 
   sd_event_source* s = nullptr;
-  r = sd_event_add_signal(event_, &s, SIGTERM, &Manager::OnSignal, this);
+  r = sd_event_add_signal(event_, &s, SIGTERM, &Supervisor::OnSignal, this);
   if (r < 0) return SdError(r, "sd_event_add_signal(SIGTERM)");
   sigterm_.reset(s);
-  r = sd_event_add_signal(event_, &s, SIGINT, &Manager::OnSignal, this);
+  r = sd_event_add_signal(event_, &s, SIGINT, &Supervisor::OnSignal, this);
   if (r < 0) return SdError(r, "sd_event_add_signal(SIGINT)");
   sigint_.reset(s);
-  r = sd_event_add_defer(event_, &s, &Manager::OnDefer, this);
+  r = sd_event_add_defer(event_, &s, &Supervisor::OnDefer, this);
   if (r < 0) return SdError(r, "sd_event_add_defer(housekeeping)");
   defer_.reset(s);
   sd_event_source_set_priority(s, kReapPriority);
   sd_event_source_set_enabled(s, SD_EVENT_OFF);
   r = sd_event_add_time_relative(event_, &s, CLOCK_MONOTONIC, limits::kUnprovenRetryIntervalUsec,
-                                 0, &Manager::OnRetryTimer, this);
+                                 0, &Supervisor::OnRetryTimer, this);
   if (r < 0) return SdError(r, "sd_event_add_time(retry)");
   retry_timer_.reset(s);
   sd_event_source_set_enabled(s, SD_EVENT_OFF);
@@ -122,7 +122,7 @@ absl::Status Manager::StartCommon() {
   return absl::OkStatus();
 }
 
-void Manager::Recover(std::vector<std::string> units) noexcept {
+void Supervisor::Recover(std::vector<std::string> units) noexcept {
   // A reaper that cannot start reports at once, from inside Reap(): with
   // `recovering_` set, that report cannot declare readiness before the
   // leftovers after it had their attempt.
@@ -134,7 +134,7 @@ void Manager::Recover(std::vector<std::string> units) noexcept {
   if (reapers_.empty()) BecomeReady();
 }
 
-void Manager::Reap(const std::string& unit, bool retry) noexcept {
+void Supervisor::Reap(const std::string& unit, bool retry) noexcept {
   if (reapers_.contains(unit)) return;  // one attempt at a time
   auto reaper = std::make_unique<Reaper>(
       systemd_.get(), &tracker_, event_, unit,
@@ -144,7 +144,7 @@ void Manager::Reap(const std::string& unit, bool retry) noexcept {
   if (absl::Status st = raw->Start(); !st.ok()) OnReaped(unit, retry, st);
 }
 
-void Manager::OnReaped(const std::string& unit, bool retry, absl::Status status) noexcept {
+void Supervisor::OnReaped(const std::string& unit, bool retry, absl::Status status) noexcept {
   // A Reaper may be destroyed from its own completion callback (it touches
   // nothing after calling it); copy the name before erasing it.
   std::string name = unit;
@@ -164,7 +164,7 @@ void Manager::OnReaped(const std::string& unit, bool retry, absl::Status status)
   ScheduleHousekeeping();
 }
 
-void Manager::KeepUnproven(const std::string& unit) noexcept {
+void Supervisor::KeepUnproven(const std::string& unit) noexcept {
   static LogLimiter limiter;
   if (unproven_.insert(unit).second)
     LogLimited(limiter, LOG_WARNING, UnitFields(unit),
@@ -172,17 +172,17 @@ void Manager::KeepUnproven(const std::string& unit) noexcept {
   ArmRetry();
 }
 
-void Manager::ArmRetry() noexcept {
+void Supervisor::ArmRetry() noexcept {
   if (!retry_timer_ || unproven_.empty() || shutting_down_) return;
   ArmTimerIfOff(retry_timer_.get(), limits::kUnprovenRetryIntervalUsec);
 }
 
-int Manager::OnRetryTimer(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {
-  static_cast<Manager*>(userdata)->RetryUnproven();
+int Supervisor::OnRetryTimer(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {
+  static_cast<Supervisor*>(userdata)->RetryUnproven();
   return 0;
 }
 
-void Manager::RetryUnproven() noexcept {
+void Supervisor::RetryUnproven() noexcept {
   if (!ready_ || shutting_down_) return;
   // Reap() may finish synchronously and edit the list: iterate over a copy.
   std::vector<std::string> units(unproven_.begin(), unproven_.end());
@@ -193,7 +193,7 @@ void Manager::RetryUnproven() noexcept {
   }
 }
 
-void Manager::BecomeReady() noexcept {
+void Supervisor::BecomeReady() noexcept {
   if (ready_ || shutting_down_) return;
   ready_ = true;
   listener_.Enable(true);
@@ -202,14 +202,14 @@ void Manager::BecomeReady() noexcept {
   UpdateStatus();
 }
 
-size_t Manager::HandshakeCount() const noexcept {
+size_t Supervisor::HandshakeCount() const noexcept {
   size_t n = 0;
   for (const auto& [ptr, session] : sessions_)
     if (session->in_handshake()) ++n;
   return n;
 }
 
-void Manager::OnConnection(UniqueFd conn) noexcept {
+void Supervisor::OnConnection(UniqueFd conn) noexcept {
   auto session = std::make_unique<Session>(context_, this, std::move(conn));
   Session* raw = session.get();
   sessions_.emplace(raw, std::move(session));
@@ -221,9 +221,9 @@ void Manager::OnConnection(UniqueFd conn) noexcept {
   ScheduleHousekeeping();
 }
 
-void Manager::OnSessionChanged(Session* /*s*/) noexcept { ScheduleHousekeeping(); }
+void Supervisor::OnSessionChanged(Session* /*s*/) noexcept { ScheduleHousekeeping(); }
 
-void Manager::OnSessionFinished(Session* s) noexcept {
+void Supervisor::OnSessionFinished(Session* s) noexcept {
   auto it = sessions_.find(s);
   if (it == sessions_.end()) return;
   if (s->unit_unproven()) KeepUnproven(s->unit());
@@ -232,16 +232,16 @@ void Manager::OnSessionFinished(Session* s) noexcept {
   ScheduleHousekeeping();
 }
 
-void Manager::ScheduleHousekeeping() noexcept {
+void Supervisor::ScheduleHousekeeping() noexcept {
   if (defer_) sd_event_source_set_enabled(defer_.get(), SD_EVENT_ONESHOT);
 }
 
-int Manager::OnDefer(sd_event_source* /*s*/, void* userdata) noexcept {
-  static_cast<Manager*>(userdata)->Housekeeping();
+int Supervisor::OnDefer(sd_event_source* /*s*/, void* userdata) noexcept {
+  static_cast<Supervisor*>(userdata)->Housekeeping();
   return 0;
 }
 
-void Manager::Housekeeping() noexcept {
+void Supervisor::Housekeeping() noexcept {
   // Destroyed sessions close their descriptors: a listener paused on EMFILE
   // may accept again.
   if (!finished_.empty()) {
@@ -255,7 +255,7 @@ void Manager::Housekeeping() noexcept {
   }
 }
 
-void Manager::UpdateStatus() noexcept {
+void Supervisor::UpdateStatus() noexcept {
   std::string status = absl::StrCat(shutting_down_ ? "stopping: " : "", sessions_.size(),
                                     " sessions, ", HandshakeCount(), " handshakes");
   if (!unproven_.empty())
@@ -265,13 +265,13 @@ void Manager::UpdateStatus() noexcept {
   sd_notify(0, absl::StrCat("STATUS=", status).c_str());
 }
 
-int Manager::OnSignal(sd_event_source* /*s*/, const struct signalfd_siginfo* /*si*/,
-                      void* userdata) noexcept {
-  static_cast<Manager*>(userdata)->Shutdown();
+int Supervisor::OnSignal(sd_event_source* /*s*/, const struct signalfd_siginfo* /*si*/,
+                         void* userdata) noexcept {
+  static_cast<Supervisor*>(userdata)->Shutdown();
   return 0;
 }
 
-void Manager::Shutdown() noexcept {
+void Supervisor::Shutdown() noexcept {
   if (shutting_down_) return;
   shutting_down_ = true;
   sd_notify(0, "STOPPING=1");
@@ -279,7 +279,7 @@ void Manager::Shutdown() noexcept {
   listener_.Enable(false);
   sd_event_source* s = nullptr;
   if (sd_event_add_time_relative(event_, &s, CLOCK_MONOTONIC, limits::kShutdownDeadlineUsec, 0,
-                                 &Manager::OnShutdownDeadline, this) >= 0)
+                                 &Supervisor::OnShutdownDeadline, this) >= 0)
     shutdown_deadline_.reset(s);
   retry_timer_.reset();
   if (!unproven_.empty())
@@ -292,8 +292,8 @@ void Manager::Shutdown() noexcept {
   ScheduleHousekeeping();
 }
 
-int Manager::OnShutdownDeadline(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {
-  auto* self = static_cast<Manager*>(userdata);
+int Supervisor::OnShutdownDeadline(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {
+  auto* self = static_cast<Supervisor*>(userdata);
   Log(LOG_ERR, absl::StrCat("stopping: ", self->sessions_.size(),
                             " sessions not finished within the shutdown deadline; exiting anyway "
                             "(the next start recovers their units)"));

@@ -35,10 +35,10 @@
 
 namespace opencode::daemon {
 
-class Manager final : public Listener::Delegate, public SessionObserver {
+class Supervisor final : public Listener::Delegate, public SessionObserver {
  public:
-  Manager(sd_event* event, UniqueFd listen_socket);
-  ~Manager();
+  Supervisor(sd_event* event, UniqueFd listen_socket);
+  ~Supervisor();
 
   // Connects to systemd (its private socket), subscribes, recovers, then
   // starts accepting.

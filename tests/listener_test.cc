@@ -228,7 +228,7 @@ TEST_F(ListenerTest, EmfileRecoversFromTheBackoffTimer) {
 }
 
 // Issue #21 point 2, the other half: a listening socket that stays readable
-// (a connect loop) must not keep idle-priority housekeeping (the Manager's
+// (a connect loop) must not keep idle-priority housekeeping (the Supervisor's
 // destruction of finished sessions, kReapPriority) from running. sd-event
 // dispatches the highest-priority pending source first, so without the
 // yield the idle source runs only once the backlog is empty.

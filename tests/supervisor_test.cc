@@ -1,4 +1,4 @@
-// The Manager without a bus (FakeSystemd + a fixed Authenticator injected):
+// The Supervisor without a bus (FakeSystemd + a fixed Authenticator injected):
 // nothing is accepted before start-up recovery proved every leftover unit
 // gone; SIGTERM ends every session, stops their units and exits 0 once all are
 // proven gone; a unit that cannot be proven gone ends the process after
@@ -43,7 +43,7 @@ class FixedAuth final : public Authenticator {
   }
 };
 
-struct ManagerTest : ::testing::Test {
+struct SupervisorTest : ::testing::Test {
   void SetUp() override {
     sigset_t mask;
     sigemptyset(&mask);
@@ -57,14 +57,14 @@ struct ManagerTest : ::testing::Test {
     strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
     ASSERT_EQ(bind(l.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
     ASSERT_EQ(listen(l.get(), 16), 0);
-    manager = std::make_unique<Manager>(event.get(), std::move(l));
+    supervisor = std::make_unique<Supervisor>(event.get(), std::move(l));
     auto fake = std::make_unique<FakeSystemd>();
     systemd = fake.get();
-    absl::Status st = manager->StartWith(std::move(fake), std::make_unique<FixedAuth>());
+    absl::Status st = supervisor->StartWith(std::move(fake), std::make_unique<FixedAuth>());
     ASSERT_TRUE(st.ok()) << st;
   }
   void TearDown() override {
-    manager.reset();
+    supervisor.reset();
     unlink(path.c_str());
     rmdir(dir);
   }
@@ -105,24 +105,24 @@ struct ManagerTest : ::testing::Test {
   std::string path;
   sockaddr_un addr{};
   EventPtr event = testing::NewEvent();
-  std::unique_ptr<Manager> manager;
+  std::unique_ptr<Supervisor> supervisor;
   FakeSystemd* systemd = nullptr;
 };
 
-TEST_F(ManagerTest, NothingIsAcceptedBeforeRecoveryProvedLeftoversGone) {
+TEST_F(SupervisorTest, NothingIsAcceptedBeforeRecoveryProvedLeftoversGone) {
   UniqueFd early = Connect();
   Recover({"opencode-pty-0123456789abcdef0123456789abcdef.service"});
   testing::RunFor(event.get(), 50);
-  EXPECT_EQ(manager->SessionCount(), 0u) << "still recovering";
+  EXPECT_EQ(supervisor->SessionCount(), 0u) << "still recovering";
   ReapOne();
-  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return manager->SessionCount() == 1; }));
-  EXPECT_EQ(manager->HandshakeCount(), 1u);
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return supervisor->SessionCount() == 1; }));
+  EXPECT_EQ(supervisor->HandshakeCount(), 1u);
 }
 
-TEST_F(ManagerTest, SigtermEndsSessionsStopsUnitsAndExitsZero) {
+TEST_F(SupervisorTest, SigtermEndsSessionsStopsUnitsAndExitsZero) {
   Recover({});
   UniqueFd c = Connect();
-  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return manager->HandshakeCount() == 1; }));
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return supervisor->HandshakeCount() == 1; }));
   RunningSession(c.get());
   kill(getpid(), SIGTERM);
   ReapOne();  // the unit whose StartTransientUnit was answered
@@ -130,13 +130,13 @@ TEST_F(ManagerTest, SigtermEndsSessionsStopsUnitsAndExitsZero) {
   int code = -1;
   sd_event_get_exit_code(event.get(), &code);
   EXPECT_EQ(code, 0);
-  EXPECT_EQ(manager->SessionCount(), 0u);
+  EXPECT_EQ(supervisor->SessionCount(), 0u);
 }
 
-TEST_F(ManagerTest, ShutdownDeadlineEndsTheProcessWhenASessionCannotFinish) {
+TEST_F(SupervisorTest, ShutdownDeadlineEndsTheProcessWhenASessionCannotFinish) {
   Recover({});
   UniqueFd c = Connect();
-  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return manager->HandshakeCount() == 1; }));
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return supervisor->HandshakeCount() == 1; }));
   // systemd never answers StartTransientUnit: the session may not end before
   // it knows whether a unit exists, so only the shutdown bound ends the wait.
   RunningSession(c.get(), /*answer_start=*/false);
@@ -149,7 +149,7 @@ TEST_F(ManagerTest, ShutdownDeadlineEndsTheProcessWhenASessionCannotFinish) {
   sd_event_get_exit_code(event.get(), &code);
   EXPECT_EQ(code, EXIT_FAILURE);
   EXPECT_GE(waited.count(), static_cast<long>(limits::kShutdownDeadlineUsec / 1000) - 100);
-  EXPECT_EQ(manager->SessionCount(), 1u);
+  EXPECT_EQ(supervisor->SessionCount(), 1u);
 }
 
 // Answers every cleanup call the way an unreachable systemd would (errors and
@@ -169,23 +169,23 @@ bool SystemdAway(sd_event* e, FakeSystemd* systemd, Pred done, int ms) {
 
 constexpr char kLeftover[] = "opencode-pty-0123456789abcdef0123456789abcdef.service";
 
-TEST_F(ManagerTest, LeftoverNotProvenGoneIsRetriedWhenSystemdIsBackAndHoldsASlotMeanwhile) {
+TEST_F(SupervisorTest, LeftoverNotProvenGoneIsRetriedWhenSystemdIsBackAndHoldsASlotMeanwhile) {
   Recover({kLeftover});
   const int bound_ms = static_cast<int>(limits::kCleanupDeadlineUsec / 1000) + 3000;
-  ASSERT_TRUE(SystemdAway(event.get(), systemd, [&] { return !manager->unproven().empty(); }, bound_ms));
-  EXPECT_EQ(manager->unproven().count(kLeftover), 1u) << "not forgotten";
-  EXPECT_EQ(manager->SessionCount(), 1u) << "the unit may still run: it holds a slot";
+  ASSERT_TRUE(SystemdAway(event.get(), systemd, [&] { return !supervisor->unproven().empty(); }, bound_ms));
+  EXPECT_EQ(supervisor->unproven().count(kLeftover), 1u) << "not forgotten";
+  EXPECT_EQ(supervisor->SessionCount(), 1u) << "the unit may still run: it holds a slot";
   // Ready anyway (the bound was hit and logged): a new connection is served.
   UniqueFd c = Connect();
-  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return manager->HandshakeCount() == 1; }));
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return supervisor->HandshakeCount() == 1; }));
   // systemd is back (what the NameOwnerChanged hint and the timer both call).
   const size_t stops = systemd->Count("StopUnit");
-  manager->RetryUnproven();
-  manager->RetryUnproven();  // a second trigger while one attempt runs adds none
+  supervisor->RetryUnproven();
+  supervisor->RetryUnproven();  // a second trigger while one attempt runs adds none
   EXPECT_EQ(systemd->Count("StopUnit"), stops + 1);
   ReapOne();
-  EXPECT_TRUE(manager->unproven().empty());
-  EXPECT_EQ(manager->SessionCount(), 1u) << "only the live connection";
+  EXPECT_TRUE(supervisor->unproven().empty());
+  EXPECT_EQ(supervisor->SessionCount(), 1u) << "only the live connection";
 }
 
 // Every datagram sd_notify sent to `sock` so far, in order.
@@ -204,7 +204,7 @@ std::vector<std::string> Notifications(int sock) {
 // loop has finished, so no reaper can add its cleanup deadline (the same
 // failure path as ENOMEM): the first leftover's failure must not declare the
 // supervisor ready while the recovery loop has not yet tried the second.
-TEST_F(ManagerTest, ReadinessWaitsForEveryLeftoverEvenWhenAReaperCannotStart) {
+TEST_F(SupervisorTest, ReadinessWaitsForEveryLeftoverEvenWhenAReaperCannotStart) {
   const std::string notify_path = std::string(dir) + "/notify";
   UniqueFd notify(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   sockaddr_un na{};
@@ -226,7 +226,7 @@ TEST_F(ManagerTest, ReadinessWaitsForEveryLeftoverEvenWhenAReaperCannotStart) {
   std::vector<std::string> sent = Notifications(notify.get());
   unsetenv("NOTIFY_SOCKET");
   unlink(notify_path.c_str());
-  EXPECT_EQ(manager->unproven().size(), 2u) << "both leftovers are kept on the retry list";
+  EXPECT_EQ(supervisor->unproven().size(), 2u) << "both leftovers are kept on the retry list";
   size_t ready = 0, at = sent.size();
   for (size_t i = 0; i < sent.size(); ++i)
     if (sent[i] == "READY=1") ++ready, at = i;
@@ -238,17 +238,17 @@ TEST_F(ManagerTest, ReadinessWaitsForEveryLeftoverEvenWhenAReaperCannotStart) {
       << "READY=1 came before every leftover had its attempt: " << all;
 }
 
-TEST_F(ManagerTest, SessionUnitNotProvenGoneIsRetriedByTheTimer) {
+TEST_F(SupervisorTest, SessionUnitNotProvenGoneIsRetriedByTheTimer) {
   Recover({});
   UniqueFd c = Connect();
-  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return manager->HandshakeCount() == 1; }));
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return supervisor->HandshakeCount() == 1; }));
   RunningSession(c.get());
   const std::string unit = systemd->calls().back()->unit;
   c.reset();  // the client leaves; systemd does not answer the cleanup
   const int bound_ms = static_cast<int>(limits::kCleanupDeadlineUsec / 1000) + 3000;
-  ASSERT_TRUE(SystemdAway(event.get(), systemd, [&] { return !manager->unproven().empty(); }, bound_ms));
-  EXPECT_EQ(manager->unproven().count(unit), 1u);
-  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return manager->SessionCount() == 1; }))
+  ASSERT_TRUE(SystemdAway(event.get(), systemd, [&] { return !supervisor->unproven().empty(); }, bound_ms));
+  EXPECT_EQ(supervisor->unproven().count(unit), 1u);
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return supervisor->SessionCount() == 1; }))
       << "the session is gone, its unit still holds a slot";
   // The retry timer starts a new attempt without any outside trigger.
   const size_t stops = systemd->Count("StopUnit");
@@ -257,8 +257,8 @@ TEST_F(ManagerTest, SessionUnitNotProvenGoneIsRetriedByTheTimer) {
       static_cast<int>(limits::kUnprovenRetryIntervalUsec / 1000) + 2000));
   EXPECT_EQ(systemd->Pending_("StopUnit")->unit, unit);
   ReapOne();
-  EXPECT_TRUE(manager->unproven().empty());
-  EXPECT_EQ(manager->SessionCount(), 0u);
+  EXPECT_TRUE(supervisor->unproven().empty());
+  EXPECT_EQ(supervisor->SessionCount(), 0u);
 }
 
 }  // namespace

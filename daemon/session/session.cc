@@ -1,7 +1,7 @@
 // The per-connection state machine (see session.h and docs/PROTOCOL.md
 // section 6). Every path that ends a session goes through Fail(), DropClient()
 // or the exit path, and all three converge on MaybeFinish(), which waits for
-// the unit to be proven gone before the Manager may destroy the session.
+// the unit to be proven gone before the Supervisor may destroy the session.
 #include "daemon/session/session.h"
 
 #include <fcntl.h>

@@ -36,7 +36,7 @@ namespace opencode::daemon {
 
 class Session;
 
-// What every session shares (owned by the Manager).
+// What every session shares (owned by the Supervisor).
 struct SessionContext {
   sd_event* event = nullptr;
   SystemdApi* systemd = nullptr;
@@ -82,7 +82,7 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   const std::string& id() const noexcept { return id_; }
   const std::string& unit() const noexcept { return unit_; }
   // A finished session whose unit was requested but not proven gone within
-  // the cleanup bound: the Manager keeps the unit on its retry list.
+  // the cleanup bound: the Supervisor keeps the unit on its retry list.
   bool unit_unproven() const noexcept { return unit_requested_ && !unit_proven_gone_; }
   size_t MemoryBytes() const noexcept;
   const Pump* pump() const noexcept { return pump_.get(); }
