@@ -218,8 +218,8 @@ inline constexpr uint64_t kShutdownDeadlineUsec = kCleanupDeadlineUsec + 5ULL * 
 // A unit not proven gone within kCleanupDeadlineUsec (systemd busy, away from
 // the bus, or a stop that hangs) stays on the supervisor's retry list and is
 // stopped and proven again this often, and at once when systemd reappears on
-// the bus. Each retry costs one UnrefUnit, one StopUnit and a few GetUnit
-// calls per listed unit; listed units count against kMaxSessions.
+// the bus. Each retry costs one StopUnit and a few ResetFailedUnit + GetUnit
+// pairs per listed unit; listed units count against kMaxSessions.
 inline constexpr uint64_t kUnprovenRetryIntervalUsec = 10ULL * 1000 * 1000;
 // A journal line a peer can trigger (a bus signal, a connection, a unit that
 // will not go) is written at most kPeerLogBurst times per kPeerLogIntervalUsec

@@ -37,7 +37,7 @@ class Pump {
     // SIGNAL (arg = allowed signal number), STOP or EOF (arg 0) in RUNNING.
     virtual void OnControlFrame(FrameType type, uint8_t arg) noexcept = 0;
     // RESIZE in RUNNING, size already validated (1..1000 each). Must not
-    // block: the session only stores it (coalescing, resize_channel.h).
+    // block: the session only stores it (coalescing, unit_channel.h).
     virtual void OnResize(uint16_t cols, uint16_t rows) noexcept = 0;
     // The client broke the protocol; the session ends with `code`.
     virtual void OnClientError(ErrorCode code) noexcept = 0;
