@@ -55,7 +55,8 @@ enum LaunchStatus : uint8_t {
   kLaunchWinsize = 121,         // --exec: TIOCSWINSZ failed
   kLaunchSignals = 122,         // --exec: signal mask/dispositions could not be reset
   kLaunchHandoff = 123,         // the supervisor's handoff or go was missing or wrong
-  // 124 was the resizer's malformed-packet status (retired, never reused).
+  // 124 is unassigned: a status is part of the protocol (the launch_failed
+  // envelope carries it), so the ones after it keep their numbers.
   kLaunchMonitor = 125,         // --exec: the monitor could not start the command (pipe, fork,
                                 // its process group or the terminal's foreground) or could not
                                 // watch it (pidfd_open: the command is killed and reaped first)

@@ -171,7 +171,7 @@ inline constexpr size_t kMaxBusCallsInFlight = 64;
 // re-query; they coalesce into a set of at most this many pending unit names.
 inline constexpr size_t kSignalQueueCapacity = 64;
 // A unit channel holds at most one window size and one signal not yet
-// written: that bound is the shape of daemon/unit_channel.h (one bool and
+// written: that bound is the shape of daemon/session/unit_channel.h (one bool and
 // one value each), not a number to tune.
 // A pending signal (a `K` packet, 2 bytes) that cannot be written to the
 // unit channel for this long is given up (notice signal_failed): the channel
@@ -218,8 +218,8 @@ inline constexpr uint64_t kShutdownDeadlineUsec = kCleanupDeadlineUsec + 5ULL * 
 // A unit not proven gone within kCleanupDeadlineUsec (systemd busy, away from
 // the bus, or a stop that hangs) stays on the supervisor's retry list and is
 // stopped and proven again this often, and at once when systemd reappears on
-// the bus. Each retry costs one UnrefUnit, one StopUnit and a few GetUnit
-// calls per listed unit; listed units count against kMaxSessions.
+// the bus. Each retry costs one StopUnit and a few ResetFailedUnit + GetUnit
+// pairs per listed unit; listed units count against kMaxSessions.
 inline constexpr uint64_t kUnprovenRetryIntervalUsec = 10ULL * 1000 * 1000;
 // A journal line a peer can trigger (a bus signal, a connection, a unit that
 // will not go) is written at most kPeerLogBurst times per kPeerLogIntervalUsec
@@ -298,7 +298,7 @@ static_assert(kSupervisorMemoryMax >= kSupervisorMemoryBound + kSupervisorMemory
 // it the cached MainPID) stays fresh; the cache never admits anyone.
 inline constexpr size_t kHandshakePressure = kMaxPendingHandshakes / 2;
 
-// ---- closing what a peer supplied (daemon/async_close.h) ----
+// ---- closing what a peer supplied (daemon/base/async_close.h) ----
 // The kernel delivers at most this many descriptors with one SCM_RIGHTS
 // message (SCM_MAX_FD); every receive keeps room for all of them, because a
 // descriptor that does not fit is dropped by the kernel in the receiving

@@ -32,7 +32,7 @@ inline constexpr size_t kRecvControlBytes = CMSG_SPACE(limits::kMaxRightsPerMess
                                             CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(256);
 
 // Where a receive puts every descriptor it does not return. The supervisor
-// passes its asynchronous closer (daemon/async_close.h), so that no final
+// passes its asynchronous closer (daemon/base/async_close.h), so that no final
 // close of a peer's descriptor runs on its loop; nullptr closes at once.
 using DiscardFd = void (*)(UniqueFd fd) noexcept;
 

@@ -1,9 +1,9 @@
 // The window-size message: four bytes, cols(2) rows(2), big-endian. It is the
-// payload of a RESIZE frame (client -> supervisor) and, unchanged, one packet
-// on a unit's resize channel (supervisor -> the launcher's resizer).
-// Invariant: only exactly kResizePayload bytes with both dimensions in
-// 1..kMaxCols/kMaxRows parse; header-only and allocation-free, because the
-// static launcher parses it in its resizer loop.
+// payload of a RESIZE frame (client -> supervisor) and, after the 'W' kind
+// byte, of a packet on a unit's channel (supervisor -> the launcher's
+// monitor, common/channel_message.h). Invariant: only exactly kResizePayload
+// bytes with both dimensions in 1..kMaxCols/kMaxRows parse; header-only and
+// allocation-free, because the static launcher parses it in its monitor loop.
 #pragma once
 
 #include <cstddef>

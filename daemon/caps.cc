@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/unique_fd.h"
-#include "daemon/status_macros.h"
+#include "daemon/base/status_macros.h"
 
 namespace opencode::daemon {
 

@@ -18,9 +18,9 @@
 #include "common/errors.h"
 #include "common/frame.h"
 #include "common/limits.h"
-#include "daemon/async_close.h"
-#include "daemon/journal.h"
-#include "daemon/status_macros.h"
+#include "daemon/base/async_close.h"
+#include "daemon/base/journal.h"
+#include "daemon/base/status_macros.h"
 
 namespace opencode::daemon {
 namespace {

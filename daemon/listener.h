@@ -24,8 +24,8 @@
 #include "absl/status/statusor.h"
 #include "common/errors.h"
 #include "common/unique_fd.h"
-#include "daemon/main_pid_cache.h"
-#include "daemon/sd_ptr.h"
+#include "daemon/auth/main_pid_cache.h"
+#include "daemon/base/sd_ptr.h"
 
 namespace opencode::daemon {
 

@@ -1,5 +1,5 @@
 // opencode-pty-supervisor: block signals, drop every capability, build the
-// Manager, run the loop. Everything else lives in the opencode_daemon library.
+// Supervisor, run the loop. Everything else lives in the opencode_daemon library.
 #include <signal.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
@@ -8,12 +8,12 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/async_close.h"
+#include "daemon/base/async_close.h"
 #include "daemon/caps.h"
-#include "daemon/journal.h"
+#include "daemon/base/journal.h"
 #include "daemon/listener.h"
-#include "daemon/manager.h"
-#include "daemon/sd_ptr.h"
+#include "daemon/supervisor.h"
+#include "daemon/base/sd_ptr.h"
 
 using namespace opencode::daemon;
 
@@ -46,13 +46,13 @@ int main() {
   EventPtr event(raw);
   sd_event_set_watchdog(event.get(), true);  // only if WatchdogSec= is set
 
-  auto manager = std::make_unique<Manager>(event.get(), std::move(*socket));
-  if (absl::Status st = manager->Start(); !st.ok()) {
+  auto supervisor = std::make_unique<Supervisor>(event.get(), std::move(*socket));
+  if (absl::Status st = supervisor->Start(); !st.ok()) {
     Log(LOG_CRIT, absl::StrCat("Failed to start: ", st.message()));
     return EXIT_FAILURE;
   }
   int r = sd_event_loop(event.get());
-  manager.reset();  // flushes the bus (pending StopUnit calls) before exit
+  supervisor.reset();  // flushes the bus (pending StopUnit calls) before exit
   if (r < 0) {
     Log(LOG_CRIT, absl::StrCat("Event loop failed: ", strerror(-r)));
     return EXIT_FAILURE;

@@ -1,5 +1,5 @@
-// Fuzzes the supervisor's D-Bus identity decoder (daemon/identity.cc,
-// daemon/bus_props.cc). sd-bus cannot parse a message from a buffer through
+// Fuzzes the supervisor's D-Bus identity decoder (daemon/auth/identity.cc,
+// daemon/systemd/bus_props.cc). sd-bus cannot parse a message from a buffer through
 // its public API, so the fuzz bytes are a program (read by Program below):
 // one byte choosing GetUnitByPIDFD's (o, s, ay) or the two GetAll replies;
 // for each reply a body shape, then entries (a property name from a
@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/bus_props.h"
-#include "daemon/identity.h"
+#include "daemon/systemd/bus_props.h"
+#include "daemon/auth/identity.h"
 #include "fuzz/fuzz_check.h"
 
 namespace opencode::daemon {
@@ -320,7 +320,7 @@ std::optional<Identity> ExpectedIdentity(const std::optional<PropMap>& unit,
   return id;
 }
 
-// The names DecodeIdentity wants from each interface (daemon/identity.cc).
+// The names DecodeIdentity wants from each interface (daemon/auth/identity.cc).
 const PropNameSet kUnitWanted = {"ControlGroup", "ActiveState", "SubState", "InvocationID"};
 const PropNameSet kServiceWanted = {"MainPID", "ControlGroup"};
 

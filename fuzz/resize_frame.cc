@@ -1,6 +1,6 @@
 // Fuzzes the RESIZE frame path of the supervisor: DecodeFrame over a client
 // stream, then ParseResizePayload (common/frame.cc) on every RESIZE frame, as
-// daemon/pump.cc does; and ParseResizePayload alone on the raw input.
+// daemon/session/pump.cc does; and ParseResizePayload alone on the raw input.
 // Invariants: a decoded RESIZE payload is exactly kResizePayload bytes; it
 // parses iff both dimensions are 1..1000, and then re-encodes to the same
 // bytes; any other length is frame_too_small/frame_too_large and any bad

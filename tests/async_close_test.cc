@@ -20,9 +20,9 @@
 #include "common/frame.h"
 #include "common/limits.h"
 #include "common/scm_rights.h"
-#include "daemon/async_close.h"
+#include "daemon/base/async_close.h"
 #include "daemon/listener.h"
-#include "daemon/pump.h"
+#include "daemon/session/pump.h"
 #include "tests/daemon_test_util.h"
 
 namespace opencode::daemon {

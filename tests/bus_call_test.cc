@@ -10,8 +10,8 @@
 #include <chrono>
 
 #include "common/limits.h"
-#include "daemon/bus_call.h"
-#include "daemon/constants.h"
+#include "daemon/systemd/bus_call.h"
+#include "daemon/systemd/constants.h"
 #include "tests/daemon_test_util.h"
 
 namespace opencode::daemon {

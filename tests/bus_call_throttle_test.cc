@@ -5,7 +5,7 @@
 // the connection ends (systemd re-executing), calls in flight and calls still
 // queued all get an error reply, the queued ones from the loop, and nothing
 // exits.
-#include "daemon/bus_call.h"
+#include "daemon/systemd/bus_call.h"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>

@@ -1,7 +1,7 @@
-// What a session's end means to the client (daemon/exit_report.h), as one
+// What a session's end means to the client (daemon/session/exit_report.h), as one
 // table: every mapping SessionTest proves end to end has its row here (named
 // after that test), with the edges the session cannot reach cheaply.
-#include "daemon/exit_report.h"
+#include "daemon/session/exit_report.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -83,7 +83,7 @@ struct Report {
 };
 
 // What precedes everything else on the PTY stream (the supervisor's resize
-// channel handoff, daemon/unit_channel.cc), and the broken variants.
+// channel handoff, daemon/session/unit_channel.cc), and the broken variants.
 enum class Handoff { kGood, kNone, kWrongByte, kNoFd, kTwoFds, kStreamSocket, kTwoBytes };
 
 // How to start the launcher; the defaults are what systemd does in a PTY unit.
@@ -1046,15 +1046,15 @@ TEST_F(LauncherTest, LiveResizeReachesTheCommandInOrder) {
       << o.output;
 }
 
-// The command exits: the resizer, the only other holder of the channel's unit
+// The command exits: the monitor, the only other holder of the channel's unit
 // end, exits too (its pidfd became readable), so our end sees the hang-up.
 // The command itself never had fd 4 (the probe test checks fds 0..2 only).
-TEST_F(LauncherTest, ResizerEndsWithTheCommandAndHoldsNoStream) {
+TEST_F(LauncherTest, MonitorEndsWithTheCommandAndHoldsNoStream) {
   Outcome o = Run(Encode({"/bin/sh", "-c", "sleep 0.2; exit 3"}));
   EXPECT_EQ(o.code(), 3) << o.output;  // and the stream reached EOF (Run returned)
   ASSERT_TRUE(o.channel.valid());
   struct pollfd p = {o.channel.get(), POLLIN, 0};
-  ASSERT_EQ(poll(&p, 1, 10000), 1) << "the resizer still holds the channel";
+  ASSERT_EQ(poll(&p, 1, 10000), 1) << "the monitor still holds the channel";
   EXPECT_NE(p.revents & POLLHUP, 0);
 }
 
@@ -1066,10 +1066,11 @@ TEST_F(LauncherTest, InputBehindTheHandoffReachesTheCommand) {
   EXPECT_NE(o.output.find("got:typed"), std::string::npos) << o.output;
 }
 
-// A malformed message ends the resizer (exit 124), not the session: a valid
-// size right behind it is no longer applied (the command, 2 s later, still
-// sees the start size) and the command exits normally.
-TEST_F(LauncherTest, MalformedSizeMessageEndsOnlyTheResizer) {
+// A malformed message ends the monitor's serving of the channel (it reads
+// nothing more), not the session: a valid size right behind it is not applied
+// (the command, 2 s later, still sees the start size) and the command exits
+// normally, its end reported.
+TEST_F(LauncherTest, MalformedSizeMessageEndsOnlyTheServing) {
   bool sent = false;
   auto step = [&](const std::string& out, int channel) {
     if (!sent && out.find("ready") != std::string::npos) {

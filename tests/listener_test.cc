@@ -18,7 +18,7 @@
 #include "common/envelope.h"
 #include "common/limits.h"
 #include "common/scm_rights.h"
-#include "daemon/async_close.h"
+#include "daemon/base/async_close.h"
 #include "daemon/listener.h"
 #include "tests/daemon_test_util.h"
 
@@ -253,7 +253,7 @@ TEST_F(ListenerTest, EmfileRecoversFromTheBackoffTimer) {
 }
 
 // Issue #21 point 2, the other half: a listening socket that stays readable
-// (a connect loop) must not keep idle-priority housekeeping (the Manager's
+// (a connect loop) must not keep idle-priority housekeeping (the Supervisor's
 // destruction of finished sessions, kReapPriority) from running. sd-event
 // dispatches the highest-priority pending source first, so without the
 // yield the idle source runs only once the backlog is empty.

@@ -1,7 +1,7 @@
 // The loop is fair while sessions stream: with busy data paths (threads
 // writing and reading both directions of several sessions as fast as they
 // can), any other source that becomes pending is dispatched within one
-// dispatch of every source that was pending before it (daemon/sd_ptr.h).
+// dispatch of every source that was pending before it (daemon/base/sd_ptr.h).
 // Counted in loop iterations (sd-event dispatches one source per iteration),
 // not timed, so that no host is too slow for it.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "daemon/sd_ptr.h"
+#include "daemon/base/sd_ptr.h"
 #include "tests/daemon_test_util.h"
 #include "tests/streaming_load.h"
 

@@ -21,9 +21,9 @@
 
 #include <gtest/gtest.h>
 
-#include "daemon/bus_props.h"
-#include "daemon/identity.h"
-#include "daemon/peer_auth.h"
+#include "daemon/systemd/bus_props.h"
+#include "daemon/auth/identity.h"
+#include "daemon/auth/peer_auth.h"
 #include "tests/daemon_test_util.h"
 
 namespace opencode::daemon {

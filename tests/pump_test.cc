@@ -15,7 +15,7 @@
 #include "common/frame.h"
 #include "common/limits.h"
 #include "common/scm_rights.h"
-#include "daemon/pump.h"
+#include "daemon/session/pump.h"
 #include "tests/daemon_test_util.h"
 
 namespace opencode::daemon {

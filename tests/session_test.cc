@@ -28,9 +28,9 @@
 #include "common/frame.h"
 #include "common/limits.h"
 #include "common/scm_rights.h"
-#include "daemon/async_close.h"
-#include "daemon/session.h"
-#include "daemon/unit_properties.h"
+#include "daemon/base/async_close.h"
+#include "daemon/session/session.h"
+#include "daemon/systemd/unit_properties.h"
 #include "tests/daemon_test_util.h"
 #include "tests/streaming_load.h"
 
@@ -1179,7 +1179,7 @@ TEST_F(SessionTest, AStopGetsThroughBehindASignalThatCannotBeWritten) {
 // A START whose descriptor is a lingering TCP socket (SO_LINGER {1, 30}, an
 // unread send queue) is refused (not a directory); its final close runs in
 // the closer thread, so a timer on the loop fires long before the linger
-// could end (daemon/async_close.h; the closer's defusing is off here, so the
+// could end (daemon/base/async_close.h; the closer's defusing is off here, so the
 // close really sleeps there).
 TEST_F(SessionTest, AStartRefusedForItsDescriptorDoesNotStallTheLoop) {
   ASSERT_TRUE(StartAsyncClose().ok());
@@ -1203,7 +1203,7 @@ TEST_F(SessionTest, AStartRefusedForItsDescriptorDoesNotStallTheLoop) {
   AsyncCloseSetDefuseForTesting(true);
 }
 
-// ---- the loop stays fair while sessions stream (daemon/sd_ptr.h)
+// ---- the loop stays fair while sessions stream (daemon/base/sd_ptr.h)
 
 // A thread that writes output into a session's PTY stream as fast as the
 // session reads it, until destroyed.

@@ -17,7 +17,7 @@
 
 #include "common/frame.h"
 #include "common/limits.h"
-#include "daemon/pump.h"
+#include "daemon/session/pump.h"
 
 namespace opencode::daemon::testing {
 

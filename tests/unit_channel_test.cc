@@ -21,7 +21,7 @@
 #include "common/scm_rights.h"
 #include "common/env_overlay.h"
 #include "common/size_message.h"
-#include "daemon/unit_channel.h"
+#include "daemon/session/unit_channel.h"
 #include "tests/daemon_test_util.h"
 
 namespace opencode::daemon {

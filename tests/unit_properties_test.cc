@@ -14,8 +14,8 @@
 #include "common/base64url.h"
 #include "common/unique_fd.h"
 #include "common/limits.h"
-#include "daemon/constants.h"
-#include "daemon/unit_properties.h"
+#include "daemon/systemd/constants.h"
+#include "daemon/systemd/unit_properties.h"
 #include "tests/daemon_test_util.h"
 
 namespace opencode::daemon {

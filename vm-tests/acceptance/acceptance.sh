@@ -433,7 +433,7 @@ python3 -c 'import json, sys
 print(json.dumps({"unit": sys.argv[1], "session": sys.argv[2], "uid": 1000, "cols": 101, "rows": 31, "argv": ["sleep", "300"]}))' "$u" "$s" > "$T/ctx.json"
 python3 $ACC_LIB/props.py compare "$T/props.json" "$T/ctx.json" > "$T/props-readback.json"; rrc=$?
 cp "$T/props-readback.json" /results/property-readback.json
-acc_run props.readback "every property the supervisor requests (daemon/unit_properties.cc) reads back over D-Bus exactly as requested" \
+acc_run props.readback "every property the supervisor requests (daemon/systemd/unit_properties.cc) reads back over D-Bus exactly as requested" \
   python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1])); rc = int(sys.argv[2])
@@ -614,7 +614,7 @@ acc_py bus.flood-responsive "during a flood of 10,000 forged signals a new sessi
   't.get("type") == "exit" and t.get("exitCode") == 3 and "pong" in r["output_text"]'
 acc_run bus.flood-memory "after the flood the supervisor's memory is bounded (RSS grew by less than 16 MiB) and it is the same process" sh -c '
   echo "flood: $(cat "$1") exit $2; RSS before $3 kB, after $4 kB, peak $5 kB; pid $6 -> $(systemctl show -P MainPID opencode-pty-supervisor.service); session during flood took $7 s."
-  echo "The bus daemon routes to the supervisor only signals whose sender owns org.freedesktop.systemd1 (its matches name that sender), so forged ones never reach its queue; its bounded hint queue is proven by tests/signal_queue_test."
+  echo "The bus daemon routes to the supervisor only signals whose sender owns org.freedesktop.systemd1 (its matches name that sender), so forged ones never reach its queue; its bounded hint queue is proven by tests/hint_queue_test."
   [ "$2" = 0 ] && [ $(($4 - $3)) -lt 16384 ] && [ "$(systemctl show -P MainPID opencode-pty-supervisor.service)" = "$6" ]' \
   - "$T/flood.txt" "$frc" "$rss0" "$rss1" "$hwm" "$SUPPID" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')"
 acc_run bus.flood-unit-alive "after the flood the live unit still runs" sh -c 's=$(systemctl is-active "$1"); echo "$1: $s"; [ "$s" = active ]' - "$u"

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 # vm-tests/acceptance/extract_props.py SOURCE_DIR: prints, as one JSON line,
 # the supervisor's PTY unit property table as the source defines it
-# (BuildPropertySpecs in daemon/unit_properties.cc, constants from
-# daemon/constants.h and common/limits.h). The acceptance suite compares a live
+# (BuildPropertySpecs in daemon/systemd/unit_properties.cc, constants from
+# daemon/systemd/constants.h and common/limits.h). The acceptance suite compares a live
 # unit against exactly this list, so a property added to the supervisor is
 # compared without anyone editing the suite. On a parse failure it prints
 # {"error": ...} and exits 1 (the suite then fails its read-back check).
@@ -16,7 +16,7 @@ TYPES = {'uint64_t': 't', 'int64_t': 'x', 'uint32_t': 'u', 'int32_t': 'i'}
 
 def constants(src):
     out = {}
-    for rel in ('daemon/constants.h', 'common/limits.h'):
+    for rel in ('daemon/systemd/constants.h', 'common/limits.h'):
         text = open(os.path.join(src, rel)).read()
         for m in re.finditer(r'inline\s+constexpr\s+[\w:<>\s]+?\s(k\w+)(?:\[\])?\s*=\s*([^;]+);', text):
             out[m.group(1)] = m.group(2).strip()
@@ -82,7 +82,7 @@ def main():
     src = sys.argv[1]
     try:
         consts = constants(src)
-        text = open(os.path.join(src, 'daemon/unit_properties.cc')).read()
+        text = open(os.path.join(src, 'daemon/systemd/unit_properties.cc')).read()
         body = text[text.index('std::vector<PropertySpec> BuildPropertySpecs('):]
         body = body[body.index('return {') + len('return {'):]
         # The table ends at the first "};" at depth 0.
@@ -112,7 +112,7 @@ def main():
             props.append({'name': json.loads(f[0]), 'iface': iface, 'request': request, 'value': value(f[1], consts)})
         if len(props) < 10:
             raise ValueError('only %d properties parsed' % len(props))
-        print(json.dumps({'source': 'daemon/unit_properties.cc BuildPropertySpecs', 'properties': props}))
+        print(json.dumps({'source': 'daemon/systemd/unit_properties.cc BuildPropertySpecs', 'properties': props}))
     except (OSError, ValueError, IndexError) as e:
         print(json.dumps({'error': 'extract_props: %s' % e}))
         sys.exit(1)

@@ -4,7 +4,7 @@
 #
 #   props.py compare SPEC.json CONTEXT.json [--literal-only]
 #
-# SPEC.json is the supervisor's own property table (daemon/unit_properties.cc,
+# SPEC.json is the supervisor's own property table (daemon/systemd/unit_properties.cc,
 # BuildPropertySpecs), extracted on the host by extract_props.py: for each
 # property its name, the interface it reads back from, whether it is requested
 # or read-back only, and its value (a literal, or "dynamic" with the source

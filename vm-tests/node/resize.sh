@@ -6,7 +6,7 @@
 # (User=byk), through the installed supervisor, helper and launcher: a WINCH
 # trap sees three sizes in order, tput, less redrawing at 132x40, a flood of
 # 10,000 resizes, resize before started, bad sizes and frames. This script adds
-# what only root can check: no unit, no byk process (no resizer) is left, and the
+# what only root can check: no unit, no byk process (no monitor) is left, and the
 # supervisor's descriptor count is unchanged.
 . /vm-tests/lib/check.sh
 . /tests/common.sh
@@ -35,8 +35,9 @@ journalctl -o cat --no-pager -u opencode-v2.service > /results/node-resize-app$R
 app_checks $WORK/resize.jsonl resize "$rc" node-resize-app$RUNTIME_SFX.log
 
 check "cleanup: no opencode-pty-*.service unit is left" no_session_units
-# The resizer is a byk process inside each unit: none may outlive its session.
-check "cleanup: no process of byk is left (no resizer outlived its command)" sh -c '! pgrep -u byk -a'
+# The monitor (the command's parent) is a byk process inside each unit: none may
+# outlive its session.
+check "cleanup: no process of byk is left (no monitor outlived its command)" sh -c '! pgrep -u byk -a'
 fds_after=$(ls /proc/$sup/fd | wc -l)
 if [ "$fds_after" -eq "$fds_before" ]; then pass "cleanup: the supervisor holds as many descriptors as before ($fds_before)"
 else fail "cleanup: the supervisor holds as many descriptors as before" "before $fds_before, after $fds_after"; fi

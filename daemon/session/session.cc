@@ -1,0 +1,718 @@
+// The per-connection state machine (see session.h and docs/PROTOCOL.md
+// section 6). Every path that ends a session goes through Fail(), DropClient()
+// or the exit path, and all three converge on MaybeFinish(), which waits for
+// the unit to be proven gone before the Supervisor may destroy the session.
+#include "daemon/session/session.h"
+
+#include <fcntl.h>
+#include <malloc.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/env_overlay.h"
+#include "common/envelope.h"
+#include "common/launch.h"
+#include "common/limits.h"
+#include "daemon/base/absl_compat.h"
+#include "daemon/base/async_close.h"
+#include "daemon/auth/identity.h"
+#include "daemon/base/journal.h"
+#include "daemon/base/status_macros.h"
+
+namespace opencode::daemon {
+namespace {
+
+// What the client is told; the journal gets the detailed reason.
+std::string_view ClientMessage(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kStartTimeout: return "START frame not complete within the deadline";
+    case ErrorCode::kUnauthenticated: return "peer is not the main process of opencode-v2.service";
+    case ErrorCode::kRootRefused: return "peer uid 0 is refused";
+    case ErrorCode::kKernelUnsupported: return "this kernel has no SO_PEERPIDFD (Linux 6.5 or later is required)";
+    case ErrorCode::kUnitStartFailed: return "systemd did not start the PTY unit";
+    case ErrorCode::kUnitPropertyMismatch: return "systemd did not apply the PTY unit's properties";
+    case ErrorCode::kNotDirectory: return "the descriptor is not a directory";
+    case ErrorCode::kNoDescriptor: return "START arrived without its directory descriptor";
+    case ErrorCode::kExtraDescriptor: return "unexpected descriptor";
+    case ErrorCode::kBadUtf8: return "INPUT is not valid UTF-8";
+    case ErrorCode::kBadSignal: return "signal not allowed";
+    case ErrorCode::kBadEnv: return "ENV frame malformed or missing, or a name given twice";
+    case ErrorCode::kBadEnvName: return "ENV frame: a name is not [A-Za-z_][A-Za-z0-9_]*";
+    case ErrorCode::kEnvTooMany: return "ENV frame: too many variables";
+    case ErrorCode::kEnvTooLong: return "ENV frame: a variable or all of them too long";
+    case ErrorCode::kProtocolState: return "frame not allowed in this state";
+    case ErrorCode::kStopFailed: return "systemd did not stop the PTY unit; it is being stopped and reaped";
+    case ErrorCode::kLaunchFailed: return "the launcher refused or could not prepare the command; it did not run";
+    case ErrorCode::kInternal: return "supervisor-side failure";
+    default: return "malformed frame";
+  }
+}
+
+absl::StatusOr<std::string> NewSessionId() {
+  uint8_t bytes[16];
+  // GRND_NONBLOCK: never wait on the loop for the entropy pool; before it is
+  // initialised (early boot only) the session fails instead.
+  ssize_t n = getrandom(bytes, sizeof(bytes), GRND_NONBLOCK);
+  if (n != static_cast<ssize_t>(sizeof(bytes))) return Errno(n < 0 ? errno : EIO, "getrandom");
+  std::array<uint8_t, 16> id;
+  std::copy(std::begin(bytes), std::end(bytes), id.begin());
+  return HexId(id);
+}
+
+}  // namespace
+
+Session::Session(const SessionContext& ctx, SessionObserver* observer, UniqueFd conn)
+    : ctx_(ctx), observer_(observer), initial_conn_(std::move(conn)) {}
+
+// The connection (before the pump takes it) and our end of the PTY stream are
+// writable by unprivileged processes: closed off the loop (async_close.h).
+Session::~Session() {
+  ReleaseLingerSlot();
+  AsyncClose(std::move(initial_conn_));
+  AsyncClose(std::move(pty_stream_));
+  AsyncClose(std::move(pending_dir_));
+}
+
+Session::HeapTrim::~HeapTrim() { malloc_trim(0); }
+
+absl::Status Session::Start() {
+  ASSIGN_OR_RETURN(id_, NewSessionId());
+  // A peer already gone (or a kernel without SO_PEERPIDFD) leaves this
+  // empty: the authenticator refuses it, and OnAuthenticated fails closed.
+  if (absl::StatusOr<PeerCredentials> cred = ReadPeerCredentials(initial_conn_.get()); cred.ok())
+    peer_pidfd_ = std::move(cred->pidfd);
+  int sock = initial_conn_.get();
+  pump_ = std::make_unique<Pump>(ctx_.event, std::move(initial_conn_),
+                                 static_cast<Pump::Delegate*>(this));
+  RETURN_IF_ERROR(pump_->Init());
+  pump_->SetMode(Pump::Mode::kHold);  // not a byte is read before authentication
+  sd_event_source* s = nullptr;
+  int r = sd_event_add_time(ctx_.event, &s, CLOCK_MONOTONIC, 0, 0, &Session::OnDeadline, this);
+  if (r < 0) return SdError(r, "sd_event_add_time(session deadline)");
+  timer_.reset(s);
+  sd_event_source_set_enabled(s, SD_EVENT_OFF);  // armed per phase by Arm()
+  // The START deadline runs from accept, so a slow authentication counts too.
+  Arm(Deadline::kStartFrame, limits::kStartFrameDeadlineUsec);
+  auth_ = ctx_.authenticator->Authenticate(sock, [this](AuthResult result) {
+    OnAuthenticated(std::move(result));
+  });
+  // A refusal from kernel facts alone arrives before Authenticate() returns.
+  if (auth_finished_) auth_.reset();
+  return absl::OkStatus();
+}
+
+LogFields Session::Fields(ErrorCode code) const noexcept {
+  LogFields f;
+  f.session = id_;
+  f.unit = unit_;
+  f.invocation = invocation_;
+  f.client_invocation = peer_.client_invocation;
+  f.peer_pid = peer_.pid;
+  f.peer_uid = peer_.pid > 0 ? peer_.uid : static_cast<uid_t>(-1);
+  f.error = code;
+  return f;
+}
+
+void Session::SetState(State s) noexcept {
+  state_ = s;
+  observer_->OnSessionChanged(this);
+}
+
+void Session::Arm(Deadline kind, uint64_t usec) noexcept {
+  deadline_ = kind;
+  if (!timer_) return;
+  if (kind == Deadline::kNone) {
+    sd_event_source_set_enabled(timer_.get(), SD_EVENT_OFF);
+    return;
+  }
+  uint64_t now = 0;
+  sd_event_now(ctx_.event, CLOCK_MONOTONIC, &now);
+  sd_event_source_set_time(timer_.get(), now + usec);
+  sd_event_source_set_enabled(timer_.get(), SD_EVENT_ONESHOT);
+}
+
+int Session::OnDeadline(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {
+  auto* self = static_cast<Session*>(userdata);
+  Deadline kind = self->deadline_;
+  self->deadline_ = Deadline::kNone;
+  switch (kind) {
+    case Deadline::kStartFrame:
+      if (self->in_handshake()) self->Fail(ErrorCode::kStartTimeout, "START deadline passed");
+      break;
+    case Deadline::kUnitStart:
+      if (self->state_ == State::kStarting)
+        self->Fail(ErrorCode::kUnitStartFailed, "unit did not start within the deadline");
+      break;
+    case Deadline::kStop:
+      // STOP accepted, but systemd never reported the unit finished.
+      if (self->state_ == State::kRunning && !self->exit_)
+        self->Fail(ErrorCode::kStopFailed, "unit did not stop within the deadline");
+      break;
+    case Deadline::kStreamEof:
+      // The unit is finished and reaped, but something outside it still holds
+      // the PTY stream: stop waiting for an EOF that may never come.
+      if (self->state_ == State::kRunning && !self->output_complete_) {
+        self->Notice("output_incomplete");
+        self->output_complete_ = true;
+        self->pump_->DetachPty();
+        self->MaybeSendExit();
+      }
+      break;
+    case Deadline::kFlush:
+      // The client did not read its last frames: the unit is handled
+      // independently, the connection is not worth holding.
+      self->DropClient();
+      break;
+    case Deadline::kNone:
+      break;
+  }
+  return 0;
+}
+
+void Session::Notice(std::string_view code, std::string_view signal) noexcept {
+  EnvelopeWriter w("notice");
+  w.Str("code", code);
+  if (!signal.empty()) w.Str("signal", signal);
+  // The pump only decodes a control frame when a notice fits.
+  static LogLimiter limiter;
+  if (!pump_->QueueEnvelope(w.Finish()))
+    LogLimited(limiter, LOG_WARNING, Fields(), "notice dropped: envelope queue full");
+}
+
+// ------------------------------------------------------------ handshake
+
+void Session::OnAuthenticated(AuthResult result) noexcept {
+  auth_finished_ = true;
+  auth_.reset();
+  peer_ = std::move(result.peer);
+  if (result.code != ErrorCode::kOk) {
+    static LogLimiter limiter;
+    LogLimited(limiter, LOG_WARNING, Fields(result.code), absl::StrCat("connection refused: ", result.why));
+    return Fail(result.code, result.why);
+  }
+  // From here on the connection is served only while the process that
+  // authenticated lives: a START, input or a running PTY must not outlive
+  // the MainPID for whoever else still holds the connection (its child, a
+  // process it passed the descriptor to, after an application restart).
+  if (!peer_pidfd_ || !PidfdAlive(peer_pidfd_.get()))
+    return Fail(ErrorCode::kUnauthenticated, "the authenticated peer exited before its session began");
+  sd_event_source* watch = nullptr;
+  int r = sd_event_add_io(ctx_.event, &watch, peer_pidfd_.get(), EPOLLIN, &Session::OnPeerExit, this);
+  if (r < 0) return Fail(ErrorCode::kInternal, absl::StrCat("sd_event_add_io(peer pidfd): ", strerror(-r)));
+  peer_watch_.reset(watch);
+  Log(LOG_INFO, Fields(),
+      peer_.pidfd_witness
+          ? "connection authenticated (MainPID, live pidfd, GetUnitByPIDFD)"
+          : "connection authenticated (MainPID, live pidfd; this systemd has no GetUnitByPIDFD)");
+  SetState(State::kAwaitStart);
+  pump_->SetMode(Pump::Mode::kAwaitStart);
+}
+
+int Session::OnPeerExit(sd_event_source* /*s*/, int /*fd*/, uint32_t /*revents*/, void* userdata) noexcept {
+  auto* self = static_cast<Session*>(userdata);
+  self->peer_watch_.reset();
+  // Ended already (its connection closed, or a terminal envelope queued):
+  // that path stops and proves the unit as it is.
+  if (self->terminal_queued_ || self->client_gone_) return 0;
+  self->Fail(ErrorCode::kUnauthenticated, "the authenticated peer (MainPID) exited; its connection is no longer served");
+  return 0;
+}
+
+void Session::OnStartFrame(std::span<const uint8_t> payload, UniqueFd dir) noexcept {
+  if (state_ != State::kAwaitStart) return Fail(ErrorCode::kProtocolState, "START out of state");
+  // The watch (OnPeerExit) may not have run yet when START and the peer's
+  // exit arrive in the same loop pass: ask the pidfd itself before a unit.
+  if (!peer_pidfd_ || !PidfdAlive(peer_pidfd_.get()))
+    return Fail(ErrorCode::kUnauthenticated, "the authenticated peer exited before its START was read");
+  StartRequest request;
+  if (ErrorCode c = ParseStartPayload(payload, &request); c != ErrorCode::kOk) {
+    AsyncClose(std::move(dir));
+    return Fail(c, "bad START payload");
+  }
+  // The type from the inode the kernel already has (AT_STATX_DONT_SYNC): a
+  // FUSE file's server is not asked, so it cannot make this call wait. An
+  // inode's type never changes, so the cached answer is the true one.
+  struct statx stx {};
+  if (statx(dir.get(), "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &stx) < 0 ||
+      (stx.stx_mask & STATX_TYPE) == 0 || !S_ISDIR(stx.stx_mode)) {
+    AsyncClose(std::move(dir));
+    return Fail(ErrorCode::kNotDirectory, "descriptor is not a directory");
+  }
+  if (request.env) {
+    // The application's ENV frame comes next on this connection, before
+    // anything is asked of systemd; the START deadline still runs.
+    pending_start_ = std::move(request);
+    pending_dir_ = std::move(dir);
+    pump_->SetMode(Pump::Mode::kAwaitEnv);
+    return;
+  }
+  uint8_t empty[kChannelEmptyEnvBytes];
+  EncodeEmptyEnvironment(empty);
+  StartUnit(std::move(request), std::move(dir), empty);
+}
+
+// The overlay is checked whole, the names the application's unit set for
+// itself are dropped (common/env_overlay.h), and the rest goes into the 'V'
+// packet on the unit channel: never into a unit property, argv, a file or
+// the journal (no name or value is logged).
+void Session::OnEnvFrame(std::span<const uint8_t> payload) noexcept {
+  if (state_ != State::kAwaitStart || !pending_start_) return Fail(ErrorCode::kProtocolState, "ENV out of state");
+  if (!peer_pidfd_ || !PidfdAlive(peer_pidfd_.get()))
+    return Fail(ErrorCode::kUnauthenticated, "the authenticated peer exited before its ENV was read");
+  if (ErrorCode c = CheckEnvList(payload.data(), payload.size()); c != ErrorCode::kOk)
+    return Fail(c, "bad ENV payload");
+  std::string packet(1 + payload.size(), '\0');
+  packet[0] = char(ChannelKind::kEnvironment);
+  size_t n = FilterEnvList(payload.data(), payload.size(), reinterpret_cast<uint8_t*>(packet.data() + 1));
+  packet.resize(1 + n);
+  StartRequest request = std::move(*pending_start_);
+  pending_start_.reset();
+  StartUnit(std::move(request), std::move(pending_dir_),
+            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(packet.data()), packet.size()));
+  explicit_bzero(packet.data(), packet.size());
+}
+
+void Session::StartUnit(StartRequest request, UniqueFd peer_dir, std::span<const uint8_t> env_packet) noexcept {
+  OffLoopFd dir{std::move(peer_dir)};  // the peer's directory, whatever path is taken
+  // The PTY stream. Both ends close-on-exec at birth; only ours is
+  // nonblocking (the unit's stdin/stdout stay ordinary blocking sockets).
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+    return Fail(ErrorCode::kInternal, absl::StrCat("socketpair: ", strerror(errno)));
+  UniqueFd ours(sv[0]);
+  UniqueFd theirs(sv[1]);
+  int flags = fcntl(ours.get(), F_GETFL);
+  if (flags < 0 || fcntl(ours.get(), F_SETFL, flags | O_NONBLOCK) < 0)
+    return Fail(ErrorCode::kInternal, absl::StrCat("fcntl(O_NONBLOCK): ", strerror(errno)));
+  // The unit channel's unit end goes first on the stream, so it is waiting
+  // when the launcher starts (it reads it before anything else); the 'V'
+  // packet waits in the channel for --exec.
+  absl::StatusOr<UniqueFd> channel = CreateUnitChannel(ours.get(), env_packet);
+  if (!channel.ok()) return Fail(ErrorCode::kInternal, SV(channel.status().message()));
+  channel_ = std::make_unique<UnitChannel>(ctx_.event, std::move(*channel), static_cast<UnitChannel::Delegate*>(this));
+  if (absl::Status st = channel_->Init(); !st.ok()) return Fail(ErrorCode::kInternal, SV(st.message()));
+
+  UnitRequest req;
+  req.session_id = id_;
+  req.unit_name = SessionUnitName(id_);
+  req.uid = peer_.uid;
+  req.cols = request.cols;
+  req.rows = request.rows;
+  req.argv = std::move(request.argv);
+  unit_ = req.unit_name;
+
+  monitor_ = std::make_unique<UnitMonitor>(
+      ctx_.systemd, ctx_.tracker, unit_,
+      [this](absl::StatusOr<UnitSnapshot> s) { OnSnapshot(std::move(s)); });
+  if (absl::Status st = monitor_->Start(); !st.ok())
+    return Fail(ErrorCode::kInternal, SV(st.message()));
+  monitor_->SetPolling(true);
+  // STARTING waits for the start job's end: its JobRemoved is the hint, the
+  // unit's PropertiesChanged during the job are not (each would be two GetAll
+  // systemd answers while it runs the job); the tick stays the safety net.
+  monitor_->SetJobHintsOnly(true);
+
+  SetState(State::kStarting);
+  Arm(Deadline::kUnitStart, limits::kUnitStartDeadlineUsec);
+  auto pending = ctx_.systemd->StartUnit(req, theirs.get(), dir.fd.get(),
+                                         [this](absl::Status st) { OnStartReply(std::move(st)); });
+  // The message carrying duplicates of `theirs` and `dir` is released as
+  // soon as it is sent (at once, or when the bus call throttle lets it go);
+  // closing ours here leaves systemd's copies the only ones, so EOF of the
+  // stream means the unit's processes are done with it.
+  theirs.reset();
+  AsyncClose(std::move(dir.fd));
+  if (!pending.ok()) return Fail(ErrorCode::kUnitStartFailed, SV(pending.status().message()));
+  start_call_ = std::move(*pending);
+  unit_requested_ = true;
+  request_ = std::move(req);
+  pty_stream_ = std::move(ours);
+  Log(LOG_INFO, Fields(), "starting PTY unit");
+}
+
+void Session::OnStartReply(absl::Status status) noexcept {
+  start_call_.reset();
+  if (state_ != State::kStarting) {
+    // The session ended while the call was in flight (client gone, deadline):
+    // whatever systemd made of it is stopped and proven gone now.
+    BeginReap();
+    return MaybeFinish();
+  }
+  if (!status.ok()) {
+    // Only systemd's error; the request (argv) is never logged.
+    return Fail(ErrorCode::kUnitStartFailed, SV(status.message()));
+  }
+  // No query now: systemd answers StartTransientUnit when the start job is
+  // queued, and runs the job only after the calls already waiting in its
+  // loop, so a query here would only delay the start it asks about. The
+  // job's JobRemoved (after this reply on the same connection) is the hint;
+  // the poll tick (kRequeryIntervalUsec) is the safety net.
+}
+
+void Session::OnSnapshot(absl::StatusOr<UnitSnapshot> snapshot) noexcept {
+  if (!snapshot.ok()) {
+    if (state_ == State::kStarting)
+      return Fail(ErrorCode::kUnitStartFailed, SV(snapshot.status().message()));
+    Log(LOG_WARNING, Fields(), absl::StrCat("unit query failed: ", snapshot.status().message()));
+    return;  // RUNNING: the next hint or tick asks again
+  }
+  if (state_ == State::kStarting) return OnStarting(*snapshot);
+  if (state_ == State::kRunning) return OnRunningSnapshot(*snapshot);
+}
+
+void Session::OnStarting(const UnitSnapshot& snapshot) noexcept {
+  if (start_call_) return;  // StartTransientUnit not answered yet
+  StartReading start = ReadStart(snapshot);
+  if (start.state == StartState::kPending) return;
+  if (start.state == StartState::kFailed) return Fail(ErrorCode::kUnitStartFailed, start.why);
+  invocation_ = HexId(start.invocation_id);
+  absl::Status verified =
+      VerifyReadBack(BuildPropertySpecs(*request_), snapshot.unit, snapshot.service);
+  if (!verified.ok()) return Fail(ErrorCode::kUnitPropertyMismatch, SV(verified.message()));
+  request_.reset();  // argv is no longer needed
+  // The gate: the launcher waits for this byte before it execs anything, and
+  // it is the first byte on the stream, before any of the client's input (the
+  // pump is attached below). A fresh stream's send buffer is empty: one byte
+  // always fits. EPIPE/ECONNRESET: the launcher already refused what it was
+  // given (every check comes before it waits for the go) and closed the
+  // stream; the session goes on to RUNNING, where the unit's end brings the
+  // launcher's report and the client gets launch_failed.
+  if (send(pty_stream_.get(), &kLaunchGoByte, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
+    if (errno != EPIPE && errno != ECONNRESET)
+      return Fail(ErrorCode::kInternal, absl::StrCat("cannot send the launcher its go: ", strerror(errno)));
+    Log(LOG_INFO, Fields(), "the launcher ended before its go");
+  }
+
+  EnvelopeWriter w("started");
+  w.Str("session", id_)
+      .Str("unit", unit_)
+      .Str("invocation", invocation_)
+      .Str("revision", ctx_.revision)
+      .Str("source", ctx_.source);
+  if (!pump_->QueueEnvelope(w.Finish()))
+    return Fail(ErrorCode::kInternal, "cannot queue the started envelope");
+  if (absl::Status st = pump_->AttachPty(std::move(pty_stream_)); !st.ok())
+    return Fail(ErrorCode::kInternal, SV(st.message()));
+  Arm(Deadline::kNone, 0);
+  monitor_->SetPolling(false);  // until EOF or STOP, signals suffice as hints
+  monitor_->SetJobHintsOnly(false);  // the unit's end comes as PropertiesChanged
+  SetState(State::kRunning);
+  pump_->SetMode(Pump::Mode::kRunning);
+  Log(LOG_INFO, Fields(), "PTY unit running");
+}
+
+// ------------------------------------------------------------ running
+
+void Session::OnControlFrame(FrameType type, uint8_t arg) noexcept {
+  if (state_ != State::kRunning) return;
+  switch (type) {
+    case FrameType::kSignal:
+      return SendSignal(arg);
+    case FrameType::kStop:
+      Notice("stopping");
+      return RequestStop();
+    case FrameType::kEof:
+      return Notice("input_closed");
+    default:
+      return Fail(ErrorCode::kProtocolState, "unexpected control frame");
+  }
+}
+
+void Session::OnResize(uint16_t cols, uint16_t rows) noexcept {
+  // After the command exited the channel is gone: the size has nowhere to go.
+  if (state_ != State::kRunning || !channel_) return;
+  channel_->RequestSize(cols, rows);
+}
+
+void Session::SendSignal(uint8_t signo) noexcept {
+  // To the command's process only, through its parent in the unit (the
+  // monitor): never to script or anything else of the unit. One signal at a
+  // time (the channel holds one): the frames behind it wait in the client's
+  // socket, so a client cannot make the supervisor queue them.
+  if (!channel_ || !channel_->RequestSignal(signo)) return Notice("signal_failed", SignalName(signo));
+  HoldInput(kHoldSignal, true);
+}
+
+void Session::HoldInput(uint8_t reason, bool hold) noexcept {
+  input_holds_ = hold ? (input_holds_ | reason) : (input_holds_ & ~reason);
+  pump_->PauseInput(input_holds_ != 0);
+}
+
+void Session::OnSignalHandled(uint8_t signo, bool written) noexcept {
+  HoldInput(kHoldSignal, false);
+  if (state_ != State::kRunning || terminal_queued_) return;
+  // Written is not yet sent: signal_sent waits for the monitor's answer.
+  // Not written: the monitor is gone (the command already ended) or does
+  // not read its channel.
+  if (!written) Notice("signal_failed", SignalName(signo));
+}
+
+void Session::OnSignalDelivered(uint8_t signo) noexcept {
+  if (state_ != State::kRunning || terminal_queued_) return;
+  Notice("signal_sent", SignalName(signo));
+}
+
+// Input that arrives after the command's end has no reader: it is not
+// forwarded, so a client that answers every output chunk with input (an echo
+// loop) cannot keep script relaying and the session ends with the command.
+void Session::OnCommandEnded() noexcept { pump_->EndPtyInput(); }
+
+void Session::OnCommandExecuted(pid_t pid) noexcept {
+  if (state_ != State::kRunning || terminal_queued_) return;
+  EnvelopeWriter w("notice");
+  w.Str("code", "command_started").Int("pid", pid);
+  static LogLimiter limiter;
+  if (!pump_->QueueEnvelope(w.Finish()))
+    LogLimited(limiter, LOG_WARNING, Fields(), "notice dropped: envelope queue full");
+}
+
+void Session::RequestStop() noexcept {
+  if (stop_requested_) return;
+  stop_requested_ = true;
+  if (monitor_) monitor_->SetPolling(true);
+  HoldInput(kHoldStop, true);
+  Arm(Deadline::kStop, limits::kStopRequestDeadlineUsec);
+  auto pending = ctx_.systemd->StopUnit(unit_, [this](absl::Status st) {
+    control_call_.reset();
+    HoldInput(kHoldStop, false);
+    // The client was promised an exit: tell it why there is none, and reap
+    // (the reaper stops again and proves the unit gone).
+    if (!st.ok()) return Fail(ErrorCode::kStopFailed, absl::StrCat("StopUnit failed: ", st.message()));
+    if (monitor_) monitor_->QueryNow();
+  });
+  if (!pending.ok()) {
+    // Not even sent (systemd's connection is closing: a daemon-reexec). The
+    // same promise as a failed StopUnit: after `stopping`, stop_failed, and
+    // the reaper still stops the unit and proves it gone.
+    HoldInput(kHoldStop, false);
+    return Fail(ErrorCode::kStopFailed, absl::StrCat("StopUnit not sent: ", pending.status().message()));
+  }
+  control_call_ = std::move(*pending);
+}
+
+void Session::OnOutputComplete() noexcept {
+  output_complete_ = true;
+  // EOF of the stream: the unit's processes are ending; ask until systemd
+  // says it finished (hints and the poll tick both re-ask).
+  if (monitor_) {
+    monitor_->SetPolling(true);
+    monitor_->QueryNow();
+  }
+  MaybeSendExit();
+}
+
+void Session::OnRunningSnapshot(const UnitSnapshot& snapshot) noexcept {
+  if (exit_) return;
+  if (IsUnitCollected(snapshot)) {
+    // The command's own report, if any, is what the exit says.
+    exit_ = CollectedUnitExit();
+    Log(LOG_INFO, Fields(), "PTY unit finished and collected by systemd");
+    return BeginReap();
+  }
+  if (!IsUnitFinished(snapshot)) return;
+  auto info = ReadUnitExit(snapshot);
+  if (!info.ok()) return Fail(ErrorCode::kInternal, SV(info.status().message()));
+  exit_ = std::move(*info);
+  Log(LOG_INFO, Fields(), absl::StrCat("PTY unit finished: ", AV(exit_->result.Text())));
+  BeginReap();
+}
+
+void Session::MaybeSendExit() noexcept {
+  if (state_ != State::kRunning || !exit_ || !output_complete_ || !reap_done_ || terminal_queued_)
+    return;
+  // The unit is gone: everything its monitor sent is in the channel.
+  ExitFacts facts;
+  facts.unit = *exit_;
+  facts.stop_requested = stop_requested_;
+  if (channel_) {
+    channel_->Drain();
+    if (channel_->refused() > 0) {
+      static LogLimiter limiter;
+      LogLimited(limiter, LOG_WARNING, Fields(), "unit channel: a packet from inside the unit was refused");
+    }
+    facts.command = channel_->command_exit();
+    facts.launch_failure = channel_->launch_failure();
+    facts.executed = channel_->executed().has_value();
+  }
+  ExitReport report = DecideExit(facts);
+  if (report.type == ExitReport::Type::kLaunchFailed) return SendLaunchFailed(report);
+  EnvelopeWriter w("exit");
+  if (report.code) w.Int("code", *report.code); else w.Null("code");
+  if (!report.signal.empty()) w.Str("signal", report.signal); else w.Null("signal");
+  w.Str("result", report.result);
+  w.Bool("exact", report.exact);
+  QueueTerminal(w.Finish());
+}
+
+// The one terminal envelope (exit or error): the session is ENDING and the
+// client has kTerminalFlushDeadlineUsec to read what is left.
+void Session::QueueTerminal(std::string envelope) noexcept {
+  terminal_queued_ = true;
+  pump_->QueueTerminal(std::move(envelope));
+  SetState(State::kEnding);
+  Arm(Deadline::kFlush, limits::kTerminalFlushDeadlineUsec);
+}
+
+void Session::SendLaunchFailed(const ExitReport& report) noexcept {
+  static LogLimiter limiter;
+  LogLimited(limiter, LOG_WARNING, Fields(report.error),
+             absl::StrCat("launcher failed: ", AV(report.reason), " (status ", report.status, ")"));
+  EnvelopeWriter w("error");
+  w.Str("code", ErrorCodeName(report.error))
+      .Str("message", ClientMessage(report.error))
+      .Str("reason", report.reason)
+      .Int("status", report.status);
+  QueueTerminal(w.Finish());
+}
+
+// ------------------------------------------------------------ ending
+
+void Session::BeginReap() noexcept {
+  if (!unit_requested_ || reaper_ || reap_done_) return;
+  if (start_call_) return;  // OnStartReply reaps once systemd answered
+  monitor_.reset();         // the unit has one watcher at a time
+  reaper_ = std::make_unique<Reaper>(ctx_.systemd, ctx_.tracker, ctx_.event, unit_,
+                                     [this](absl::Status st) { OnReaped(std::move(st)); });
+  if (absl::Status st = reaper_->Start(); !st.ok()) OnReaped(st);
+}
+
+void Session::OnReaped(absl::Status status) noexcept {
+  reap_done_ = true;
+  unit_proven_gone_ = status.ok();
+  // Reaped while RUNNING (the unit finished): EOF is bounded from here on.
+  if (state_ == State::kRunning && exit_ && !output_complete_ && !terminal_queued_)
+    Arm(Deadline::kStreamEof, limits::kStreamEofDeadlineUsec);
+  static LogLimiter unproven_limiter;
+  if (status.ok())
+    Log(LOG_INFO, Fields(), "PTY unit proven gone");
+  else
+    LogLimited(unproven_limiter, LOG_ERR, Fields(), absl::StrCat("PTY unit not proven gone: ", status.message()));
+  // The exit's promise is "after the unit was proven gone": when the reaper
+  // gave up, the client is told so before the exit (the unit stays on the
+  // retry list, docs/SECURITY.md).
+  if (!status.ok() && state_ == State::kRunning && !terminal_queued_ && pump_ && pump_->connected())
+    Notice("unit_not_proven_gone");
+  MaybeSendExit();
+  MaybeFinish();
+}
+
+void Session::Fail(ErrorCode code, std::string_view detail) noexcept {
+  if (terminal_queued_ || client_gone_) {
+    BeginReap();
+    return MaybeFinish();
+  }
+  // A peer can end sessions as fast as it connects: both levels are limited,
+  // separately, so a flood of its own errors cannot hide the supervisor's.
+  static LogLimiter err_limiter, warning_limiter;
+  bool ours = code == ErrorCode::kInternal || code == ErrorCode::kUnitStartFailed ||
+              code == ErrorCode::kUnitPropertyMismatch;
+  LogLimited(ours ? err_limiter : warning_limiter, ours ? LOG_ERR : LOG_WARNING, Fields(code),
+             absl::StrCat("session failed (", AV(ErrorCodeName(code)), "): ", AV(detail)));
+  auth_.reset();
+  control_call_.reset();
+  request_.reset();
+  pending_start_.reset();
+  AsyncClose(std::move(pending_dir_));
+  AsyncClose(std::move(pty_stream_));
+  channel_.reset();
+  pump_->DetachPty();
+  // Refused before its session began: the client may not have seen its
+  // connect complete yet; the connection ends with a lingering close.
+  bool linger = state_ == State::kAuthenticating && TakeLingerSlot();
+  if (linger) pump_->LingerOnClose();
+  EnvelopeWriter w("error");
+  w.Str("code", ErrorCodeName(code)).Str("message", ClientMessage(code));
+  QueueTerminal(w.Finish());
+  if (linger) Arm(Deadline::kFlush, limits::kRefusalLingerUsec);
+  BeginReap();
+  MaybeFinish();
+}
+
+void Session::Terminate() noexcept {
+  if (state_ == State::kRunning && exit_) return;  // exit is on its way
+  Fail(ErrorCode::kInternal, "supervisor is stopping");
+}
+
+void Session::OnClientError(ErrorCode code) noexcept { Fail(code, "client protocol error"); }
+
+void Session::OnClientEof() noexcept {
+  if (state_ == State::kRunning) {
+    // The client ended the session but may still read: stop the unit and
+    // deliver what remains, then the exit envelope.
+    Log(LOG_INFO, Fields(), "client closed its sending side; stopping the PTY unit");
+    return RequestStop();
+  }
+  if (terminal_queued_) return;  // ENDING: the flush or its deadline closes
+  DropClient();
+}
+
+void Session::OnClientGone() noexcept { DropClient(); }
+
+bool Session::TakeLingerSlot() noexcept {
+  if (ctx_.lingering_refusals != nullptr) {
+    if (*ctx_.lingering_refusals >= limits::kMaxLingeringRefusals) return false;
+    ++*ctx_.lingering_refusals;
+  }
+  lingering_ = true;
+  return true;
+}
+
+void Session::ReleaseLingerSlot() noexcept {
+  if (!lingering_) return;
+  lingering_ = false;
+  if (ctx_.lingering_refusals != nullptr) --*ctx_.lingering_refusals;
+}
+
+void Session::OnFlushed() noexcept {
+  ReleaseLingerSlot();
+  Arm(Deadline::kNone, 0);
+  pump_->CloseConnection();
+  MaybeFinish();
+}
+
+void Session::DropClient() noexcept {
+  if (client_gone_) return;
+  client_gone_ = true;
+  if (!terminal_queued_) Log(LOG_INFO, Fields(), "client disconnected");
+  ReleaseLingerSlot();
+  auth_.reset();
+  control_call_.reset();
+  request_.reset();
+  pending_start_.reset();
+  AsyncClose(std::move(pending_dir_));
+  AsyncClose(std::move(pty_stream_));
+  channel_.reset();
+  pump_->DetachPty();
+  pump_->CloseConnection();
+  Arm(Deadline::kNone, 0);
+  if (state_ != State::kEnding) SetState(State::kEnding);
+  BeginReap();
+  MaybeFinish();
+}
+
+void Session::MaybeFinish() noexcept {
+  if (finished_) return;
+  if (pump_ && pump_->connected()) return;
+  if (start_call_) return;                  // in-flight StartTransientUnit
+  if (unit_requested_ && !reap_done_) return;  // unit not yet proven gone
+  finished_ = true;
+  observer_->OnSessionFinished(this);
+}
+
+size_t Session::MemoryBytes() const noexcept {
+  size_t n = pump_ ? pump_->MemoryBytes() : 0;
+  if (request_)
+    for (const auto& a : request_->argv) n += a.size();
+  if (pending_start_)
+    for (const auto& a : pending_start_->argv) n += a.size();
+  return n;
+}
+
+}  // namespace opencode::daemon
