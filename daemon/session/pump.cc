@@ -316,23 +316,35 @@ void Pump::WipeRx() noexcept {
 void Pump::ReadEnv() noexcept {
   std::span<uint8_t> w = rx_.writable(rx_.free());
   if (w.empty()) return ClientError(ErrorCode::kInternal);  // an ENV frame always fits
+  if (ReadFrames(w)) ProcessEnv();
+}
+
+// One read of the client's frames into `w` (rx_'s free space); no descriptor
+// may come with them. True if bytes were added; otherwise nothing has come
+// yet, or the client's end or error has been handled (the pump may be gone).
+bool Pump::ReadFrames(std::span<uint8_t> w) noexcept {
   RecvFdResult r = RecvWithFd(conn_.get(), w.data(), w.size(), 0, &AsyncCloseDiscard);
   if (r.bytes < 0) {
-    if (r.bytes == -EAGAIN || r.bytes == -EINTR) return;
-    return ClientGone();
+    if (r.bytes != -EAGAIN && r.bytes != -EINTR) ClientGone();
+    return false;
   }
-  if (r.error != ErrorCode::kOk) return ClientError(r.error);
+  if (r.error != ErrorCode::kOk) {
+    ClientError(r.error);
+    return false;
+  }
   if (r.fd) {
     AsyncClose(std::move(r.fd));
-    return ClientError(ErrorCode::kExtraDescriptor);
+    ClientError(ErrorCode::kExtraDescriptor);
+    return false;
   }
   if (r.bytes == 0) {
     client_eof_ = true;
     Update();
-    return delegate_->OnClientEof();
+    delegate_->OnClientEof();
+    return false;
   }
   rx_.commit(static_cast<size_t>(r.bytes));
-  ProcessEnv();
+  return true;
 }
 
 void Pump::ProcessEnv() noexcept {
@@ -355,23 +367,7 @@ void Pump::ProcessEnv() noexcept {
 void Pump::ReadRunning() noexcept {
   std::span<uint8_t> w = rx_.writable(rx_.free());
   if (w.empty()) return Update();
-  RecvFdResult r = RecvWithFd(conn_.get(), w.data(), w.size(), 0, &AsyncCloseDiscard);
-  if (r.bytes < 0) {
-    if (r.bytes == -EAGAIN || r.bytes == -EINTR) return;
-    return ClientGone();
-  }
-  if (r.error != ErrorCode::kOk) return ClientError(r.error);
-  if (r.fd) {
-    AsyncClose(std::move(r.fd));
-    return ClientError(ErrorCode::kExtraDescriptor);
-  }
-  if (r.bytes == 0) {
-    client_eof_ = true;
-    Update();
-    return delegate_->OnClientEof();
-  }
-  rx_.commit(static_cast<size_t>(r.bytes));
-  ProcessFrames();
+  if (ReadFrames(w)) ProcessFrames();
 }
 
 void Pump::Discard() noexcept {

@@ -121,6 +121,7 @@ class Pump {
   void HandlePty(uint32_t revents) noexcept;
   void ReadStart() noexcept;
   void ReadEnv() noexcept;
+  bool ReadFrames(std::span<uint8_t> w) noexcept;
   void ProcessEnv() noexcept;
   void WipeRx() noexcept;
   void ReadRunning() noexcept;

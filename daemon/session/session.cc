@@ -615,14 +615,7 @@ void Session::Fail(ErrorCode code, std::string_view detail) noexcept {
               code == ErrorCode::kUnitPropertyMismatch;
   LogLimited(ours ? err_limiter : warning_limiter, ours ? LOG_ERR : LOG_WARNING, Fields(code),
              absl::StrCat("session failed (", AV(ErrorCodeName(code)), "): ", AV(detail)));
-  auth_.reset();
-  control_call_.reset();
-  request_.reset();
-  pending_start_.reset();
-  AsyncClose(std::move(pending_dir_));
-  AsyncClose(std::move(pty_stream_));
-  channel_.reset();
-  pump_->DetachPty();
+  ReleaseAllButTheConnection();
   // Refused before its session began: the client may not have seen its
   // connect complete yet; the connection ends with a lingering close.
   bool linger = state_ == State::kAuthenticating && TakeLingerSlot();
@@ -677,11 +670,9 @@ void Session::OnFlushed() noexcept {
   MaybeFinish();
 }
 
-void Session::DropClient() noexcept {
-  if (client_gone_) return;
-  client_gone_ = true;
-  if (!terminal_queued_) Log(LOG_INFO, Fields(), "client disconnected");
-  ReleaseLingerSlot();
+// What a session holds besides its connection, given up when it fails or its
+// client goes: the pending calls, the directory, the PTY stream, the channel.
+void Session::ReleaseAllButTheConnection() noexcept {
   auth_.reset();
   control_call_.reset();
   request_.reset();
@@ -690,6 +681,14 @@ void Session::DropClient() noexcept {
   AsyncClose(std::move(pty_stream_));
   channel_.reset();
   pump_->DetachPty();
+}
+
+void Session::DropClient() noexcept {
+  if (client_gone_) return;
+  client_gone_ = true;
+  if (!terminal_queued_) Log(LOG_INFO, Fields(), "client disconnected");
+  ReleaseLingerSlot();
+  ReleaseAllButTheConnection();
   pump_->CloseConnection();
   Arm(Deadline::kNone, 0);
   if (state_ != State::kEnding) SetState(State::kEnding);

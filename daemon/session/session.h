@@ -124,6 +124,7 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   void QueueTerminal(std::string envelope) noexcept;
   void Fail(ErrorCode code, std::string_view detail) noexcept;
   void DropClient() noexcept;
+  void ReleaseAllButTheConnection() noexcept;
   void MaybeFinish() noexcept;
   void SetState(State s) noexcept;
   void Arm(Deadline kind, uint64_t usec) noexcept;
