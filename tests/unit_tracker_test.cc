@@ -27,6 +27,7 @@ using testing::kSystemdOwner;
 using testing::kUnit;
 using testing::OwnerChanged;
 using testing::Snapshot;
+using testing::InactiveFrom;
 using testing::UnitRemovedFrom;
 
 // The session's view of its unit: stopped only once a query says so.
@@ -58,11 +59,7 @@ TEST_F(Watch, SignalsFromAnyOtherSenderAreNoHints) {
   ASSERT_TRUE(monitor->Start().ok());
   for (const char* sender : {kForger, ":1.1", "org.freedesktop.DBus", ""}) {
     auto a = UnitRemovedFrom(f, sender);
-    auto c = f.Signal(kPath, "org.freedesktop.DBus.Properties", "PropertiesChanged", sender,
-                      [](sd_bus_message* m) {
-                        sd_bus_message_append(m, "sa{sv}as", "org.freedesktop.systemd1.Unit", 1,
-                                              "ActiveState", "s", "inactive", 0);
-                      });
+    auto c = InactiveFrom(f, sender);
     tracker.OnSignal(a.get());
     tracker.OnSignal(c.get());
   }
@@ -90,11 +87,7 @@ TEST_F(Watch, ManyForgedSignalsOfEveryKindCoalesceIntoOneQuery) {
                         sd_bus_message_append(m, "uoss", 7u, "/org/freedesktop/systemd1/job/7",
                                               kUnit, "done");
                       });
-    auto c = f.Signal(kPath, "org.freedesktop.DBus.Properties", "PropertiesChanged", kSystemdOwner,
-                      [](sd_bus_message* m) {
-                        sd_bus_message_append(m, "sa{sv}as", "org.freedesktop.systemd1.Unit", 1,
-                                              "ActiveState", "s", "inactive", 0);
-                      });
+    auto c = InactiveFrom(f, kSystemdOwner);
     tracker.OnSignal(a.get());
     tracker.OnSignal(b.get());
     tracker.OnSignal(c.get());

@@ -39,6 +39,15 @@ inline MessagePtr UnitRemovedFrom(MessageFactory& f, const char* sender) {
                   sender, [](sd_bus_message* m) { sd_bus_message_append(m, "so", kUnit, kPath); });
 }
 
+// The unit's ActiveState turning "inactive", sent by `sender`.
+inline MessagePtr InactiveFrom(MessageFactory& f, const char* sender) {
+  return f.Signal(kPath, "org.freedesktop.DBus.Properties", "PropertiesChanged", sender,
+                  [](sd_bus_message* m) {
+                    sd_bus_message_append(m, "sa{sv}as", "org.freedesktop.systemd1.Unit", 1,
+                                          "ActiveState", "s", "inactive", 0);
+                  });
+}
+
 inline MessagePtr OwnerChanged(MessageFactory& f, const char* name, const char* new_owner,
                                const char* sender = "org.freedesktop.DBus") {
   return f.Signal("/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged", sender,
