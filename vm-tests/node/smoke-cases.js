@@ -214,10 +214,14 @@ cases.stop = async () => {
   await sleep(2000);
   const t0 = Date.now();
   s.p.stop();
-  const gone = await unitGone(st.unit, 15000);
+  // Nobody reads until the unit is gone: a stop that waited for the reader
+  // would never end. How long it takes is the unit's TimeoutStopSec (5 s, then
+  // SIGKILL) plus systemd's work, so it is recorded, not judged; the next
+  // check judges the product's own bound (no "stop_failed" error).
+  const gone = await unitGone(st.unit, 60000);
   const took = Date.now() - t0;
-  record('saturated stop: the unit is gone within 10 s of STOP while nobody reads',
-    gone && took <= 10000, { took_ms: took, state: loadState(st.unit), held: s.p.bufferedBytes });
+  record('saturated stop: the unit is gone after STOP while nobody reads',
+    gone, { took_ms: took, state: loadState(st.unit), held: s.p.bufferedBytes });
   s.p.resume();
   const ex = await withTimeout(s.exit, 20000, 'exit');
   record('saturated stop: after resume the output drains, a "stopping" notice and an exit envelope arrive',
@@ -254,8 +258,11 @@ cases.patterns = async () => {
   const t0 = Date.now();
   let code;
   try { await s.p.waitForOutput(/never-printed/, { timeoutMs: 500, maxBytes: 1024 }); } catch (e) { code = e.code; }
-  record('patterns: a pattern that never appears times out in its bound', code === 'pattern_timeout' && Date.now() - t0 < 2000,
-    { code, ms: Date.now() - t0 });
+  // Its own timer ended it: not before the bound, and while the session
+  // still runs (the command waits for a line), so not the session's end.
+  const waited = Date.now() - t0;
+  record('patterns: a pattern that never appears times out at its bound, while the session runs',
+    code === 'pattern_timeout' && waited >= 500 && s.p.state === 'running', { code, ms: waited, state: s.p.state });
   const w = s.p.waitForOutput(/never-printed/, { timeoutMs: 20000 });
   s.p.write('\r');
   try { await w; } catch (e) { code = e.code; }
@@ -379,15 +386,18 @@ cases.handshakes = async () => {
     conns.push(c);
     await sleep(20);  // each is authenticated (a D-Bus round trip) before the next
   }
-  await until(() => conns.every((c) => c.closed), 15000, 50);
+  await until(() => conns.every((c) => c.closed), 60000, 50);
   const codes = conns.map((c) => (c.env('error') || {}).code || c.connectError);
   const refused = codes.filter((c) => c === 'too_many_handshakes').length;
   const timedOut = conns.filter((c) => (c.env('error') || {}).code === 'start_timeout');
   const waits = timedOut.map((c) => c.t1 - c.t0);
   record('reservations: the 17th idle connection is refused "too_many_handshakes"',
     conns.length === 17 && refused === 1 && codes[16] === 'too_many_handshakes', codes);
-  record('timeouts: each of the 16 idle connections gets "start_timeout" after 5 s (within 7 s)',
-    timedOut.length === 16 && waits.every((w) => w >= 4900 && w <= 7000), { waits, total_ms: Date.now() - t0 });
+  // The deadline is 5 s from the accept (just before t0). A timer fires late
+  // only by the loop's latency, so twice the deadline tells a missing or
+  // longer deadline apart from a slow host without judging the host.
+  record('timeouts: each of the 16 idle connections gets "start_timeout" after 5 s (before 10 s)',
+    timedOut.length === 16 && waits.every((w) => w >= 4900 && w < 10000), { waits, total_ms: Date.now() - t0 });
   const s = open('/bin/sh', ['-c', 'echo after-cap']);
   const ex = await withTimeout(s.exit, 20000, 'exit');
   record('reservations: the handshake slots are released (a session starts afterwards)',
