@@ -51,10 +51,11 @@ r = json.load(open("/results/faults.json"))
 c = r["cases"].get(sys.argv[1])
 if c is None:
     print("case did not run"); sys.exit(1)
-print("%d/%d passed, %s" % (c["passed"], len(c["repetitions"]), c["summary"]))
+# What failed first: the evidence keeps only the first 400 characters.
 for i, rep in enumerate(c["repetitions"]):
     if not rep["invariant"]["pass"]:
         print("repetition %d: %s" % (i + 1, "; ".join(rep["invariant"]["failures"])))
+print("%d/%d passed, %s" % (c["passed"], len(c["repetitions"]), c["summary"]))
 sys.exit(0 if c["failed"] == 0 and c["passed"] == c["count" if sys.argv[1] != "churn" else "rounds"] else 1)' "$c"
 done
 journalctl --no-pager -o short-precise _SYSTEMD_UNIT=opencode-pty-supervisor.service > /results/supervisor-journal.txt 2>&1
