@@ -25,9 +25,9 @@
 #   vm.node-adapter.bun.*, vm.node-{signals,resize}.bun.* (vm-tests/CMakeLists.txt), on
 #                             bookworm and trixie: those suites with the pinned Bun as the
 #                             MainPID (fixture node_bun)
-#   vm.node-smoke.{bookworm,trixie}  the smoke suite in the SEA, 10 runs in one boot,
-#                             a fresh supervisor each (trixie: 3 unless
-#                             OPENCODE_LONG_VM_TESTS); vm-tests/node/smoke.sh
+#   vm.node-smoke.{bookworm,trixie}  the smoke suite in the SEA, 3 runs in one boot
+#                             (10 with OPENCODE_LONG_VM_TESTS), a fresh supervisor
+#                             each; vm-tests/node/smoke.sh
 #   vm.node-smoke.bun.bookworm  the seed's smoke: pty-plugin-smoke.ts run by Bun 10 times
 #                             in one boot, a fresh supervisor each (issue #31); the same driver
 #   with -DOPENCODE_LONG_VM_TESTS=ON also on the qemu VM (TCG):
@@ -91,7 +91,7 @@ foreach(_t ${_vm_node_targets})
            COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" ${_t} --artifacts "${CMAKE_BINARY_DIR}"
                    "${_vm_node}/probe.sh")
   set_tests_properties(vm.node-probe.${_t} PROPERTIES
-    LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 2400 FIXTURES_REQUIRED node_sea
+    ${OPENCODE_VM_SUITE_${_t}} TIMEOUT 2400 FIXTURES_REQUIRED node_sea
     ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
 endforeach()
 # The same probe with the pinned Bun as the MainPID (issue #31; probe.sh
@@ -101,7 +101,7 @@ foreach(_t bookworm trixie)
            COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" ${_t} --artifacts "${CMAKE_BINARY_DIR}"
                    "${_vm_node}/probe.sh" --runtime=bun)
   set_tests_properties(vm.node-probe.bun.${_t} PROPERTIES
-    LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 2400 FIXTURES_REQUIRED "node_sea;node_bun"
+    ${OPENCODE_VM_SUITE_${_t}} TIMEOUT 2400 FIXTURES_REQUIRED "node_sea;node_bun"
     ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
 endforeach()
 # The smoke suite (vm-tests/node/smoke.sh): RUNS runs in one boot, each
@@ -122,14 +122,15 @@ function(opencode_node_smoke _name _target _runs)
            COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" ${_target} --artifacts "${CMAKE_BINARY_DIR}"
                    "${_vm_node}/smoke.sh" ${ARGN} ${_runs})
   set_tests_properties(${_name} PROPERTIES
-    LABELS vm RESOURCE_LOCK vm_harness TIMEOUT ${_ctest_limit}
+    ${OPENCODE_VM_SUITE_${_target}} TIMEOUT ${_ctest_limit}
     ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results;VMTESTS_TIMEOUT=${_boot_limit}")
 endfunction()
 foreach(_t ${_vm_node_targets})
-  # 10 runs on bookworm always; 3 on trixie in the default suite and 10 with
+  # 3 runs per target in the default suite (every case on systemd 252 and 257,
+  # and the seed's 10 runs are the Bun smoke's below); 10 with
   # OPENCODE_LONG_VM_TESTS.
   set(_smoke_runs 10)
-  if(_t STREQUAL "trixie" AND NOT OPENCODE_LONG_VM_TESTS)
+  if(NOT OPENCODE_LONG_VM_TESTS)
     set(_smoke_runs 3)
   endif()
   opencode_node_smoke(vm.node-smoke.${_t} ${_t} ${_smoke_runs} --runtime=node --unit-tests)
@@ -144,7 +145,7 @@ add_test(NAME vm.node-example.bookworm
          COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" bookworm --artifacts "${CMAKE_BINARY_DIR}"
                  "${_vm_node}/example.sh")
 set_tests_properties(vm.node-example.bookworm PROPERTIES
-  LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 1800 FIXTURES_REQUIRED node_sea
+  ${OPENCODE_VM_SUITE_bookworm} TIMEOUT 1800 FIXTURES_REQUIRED node_sea
   ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
 
 # node.typecheck: opencode's adapter (client/node/typecheck/opencode-adapter.ts)
@@ -162,7 +163,7 @@ foreach(_t bookworm trixie)
            COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" ${_t} --artifacts "${CMAKE_BINARY_DIR}"
                    "${_vm_node}/adapter.sh")
   set_tests_properties(vm.node-adapter.${_t} PROPERTIES
-    LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 1800 FIXTURES_REQUIRED "node_sea;node_adapter"
+    ${OPENCODE_VM_SUITE_${_t}} TIMEOUT 1800 FIXTURES_REQUIRED "node_sea;node_adapter"
     ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
 endforeach()
 
@@ -173,7 +174,7 @@ foreach(_t bookworm trixie)
            COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/run" ${_t} --artifacts "${CMAKE_BINARY_DIR}"
                    "${_vm_node}/adapter.sh" --runtime=bun)
   set_tests_properties(vm.node-adapter.bun.${_t} PROPERTIES
-    LABELS vm RESOURCE_LOCK vm_harness TIMEOUT 1800 FIXTURES_REQUIRED "node_sea;node_adapter;node_bun"
+    ${OPENCODE_VM_SUITE_${_t}} TIMEOUT 1800 FIXTURES_REQUIRED "node_sea;node_adapter;node_bun"
     ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
 endforeach()
 

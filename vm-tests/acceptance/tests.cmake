@@ -19,8 +19,7 @@ foreach(_acc_target bookworm trixie vm)
   # The harness gets --artifacts ${CMAKE_BINARY_DIR}; the SEA comes from the
   # node_sea fixture (node.sea-build, client/node/tests.cmake).
   set_tests_properties(vm.acceptance.${_acc_target} PROPERTIES
-    LABELS vm
-    RESOURCE_LOCK vm_harness
+    ${OPENCODE_VM_SUITE_${_acc_target}}
     TIMEOUT 2400
     FIXTURES_REQUIRED node_sea
     ENVIRONMENT "VMTESTS_RESULTS_BASE=${CMAKE_BINARY_DIR}/vm-tests/results")
@@ -33,6 +32,5 @@ set_tests_properties(acceptance.report-gate PROPERTIES LABELS gate TIMEOUT 60)
 add_test(NAME vm.demo.bookworm
          COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/demo/check-demo.sh" "${CMAKE_BINARY_DIR}")
 set_tests_properties(vm.demo.bookworm PROPERTIES
-  LABELS vm
-  RESOURCE_LOCK vm_harness
+  ${OPENCODE_VM_SUITE_bookworm}
   TIMEOUT 1800)
