@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "common/errors.h"
+#include "common/launch.h"
 #include "common/limits.h"
 
 namespace opencode {
@@ -68,7 +69,7 @@ inline constexpr std::string_view kDeniedEnvNames[] = {
     // ExecStop=/ExecStopPost= results of the application's unit
     "SERVICE_RESULT", "EXIT_CODE", "EXIT_STATUS",
     // the launcher's own carrier of the encoded argv
-    "OPENCODE_PTY_ARGV",
+    kArgvEnvName,
 };
 // OnFailure=/OnSuccess= (MONITOR_*) and path/timer triggers (TRIGGER_*).
 inline constexpr std::string_view kDeniedEnvPrefixes[] = {"MONITOR_", "TRIGGER_"};

@@ -62,6 +62,15 @@ enum LaunchStatus : uint8_t {
                                 // watch it (pidfd_open: the command is killed and reaped first)
 };
 
+// Environment names the supervisor and the launcher share. The window size:
+// the supervisor puts both in the unit's Environment=, the launcher reads them
+// (refusing anything but a decimal in 1..kMaxCols/kMaxRows) and passes them on.
+inline constexpr char kColumnsEnvName[] = "COLUMNS";
+inline constexpr char kLinesEnvName[] = "LINES";
+// The outer launcher's carrier of the encoded argv to its --exec step; never
+// a command's (common/env_overlay.h drops it from an overlay).
+inline constexpr char kArgvEnvName[] = "OPENCODE_PTY_ARGV";
+
 // Not launcher failures: the command's parent reports them as the command's
 // exit status, as a shell does.
 inline constexpr uint8_t kCommandCannotExecute = 126;  // the command exists but cannot be executed

@@ -57,7 +57,6 @@ using opencode::ErrorCode;
 using opencode::UniqueFd;
 namespace limits = opencode::limits;
 
-constexpr char kArgvVar[] = "OPENCODE_PTY_ARGV";
 constexpr int kSelfFd = 3;
 // The unit's end of the unit channel, from the outer launcher to --exec.
 constexpr int kChannelFd = 4;
@@ -93,12 +92,13 @@ char* args[limits::kMaxArgs + 1];
 std::string_view tokens[limits::kMaxArgs];
 
 // "NAME=value" strings of the environment being built, and the vector.
-char env_argv[sizeof kArgvVar + 1 + limits::kMaxEncodedArgvBytes];
+char env_argv[sizeof opencode::kArgvEnvName + 1 + limits::kMaxEncodedArgvBytes];
 char env_home[sizeof "HOME=" + kMaxHomeBytes];
 char env_user[sizeof "USER=" + kMaxUserBytes];
 char env_logname[sizeof "LOGNAME=" + kMaxUserBytes];
-char env_columns[sizeof "COLUMNS=" + 4];
-char env_lines[sizeof "LINES=" + 4];
+static_assert(limits::kMaxCols <= 9999 && limits::kMaxRows <= 9999, "a size has at most four digits");
+char env_columns[sizeof opencode::kColumnsEnvName + 1 + 4];
+char env_lines[sizeof opencode::kLinesEnvName + 1 + 4];
 // The fixed part has at most kFixedEnvSlots entries; the overlay follows.
 constexpr size_t kFixedEnvSlots = 16;
 const char* envp[kFixedEnvSlots + limits::kMaxEnvVars + 1];
@@ -227,16 +227,16 @@ struct Carried {
 // identity value stays absent; an absent size is the default in outer mode and
 // an error in --exec mode (where the outer launcher always set it).
 int ReadCarried(bool require_size, Carried* c) {
-  const char* cols = getenv("COLUMNS");
-  const char* rows = getenv("LINES");
+  const char* cols = getenv(opencode::kColumnsEnvName);
+  const char* rows = getenv(opencode::kLinesEnvName);
   if (require_size && (cols == nullptr || rows == nullptr))
     return Fail(opencode::kLaunchWindowSize, "COLUMNS/LINES missing");
   if ((cols != nullptr && !opencode::ParseDimension(cols, limits::kMaxCols, &c->cols)) ||
       (rows != nullptr && !opencode::ParseDimension(rows, limits::kMaxRows, &c->rows)))
     return Fail(opencode::kLaunchWindowSize, "COLUMNS/LINES must be decimal 1..1000");
   // Re-spelled from the parsed numbers: canonical either way.
-  SetNumber(env_columns, sizeof env_columns, "COLUMNS", c->cols);
-  SetNumber(env_lines, sizeof env_lines, "LINES", c->rows);
+  SetNumber(env_columns, sizeof env_columns, opencode::kColumnsEnvName, c->cols);
+  SetNumber(env_lines, sizeof env_lines, opencode::kLinesEnvName, c->rows);
   if (const char* home = getenv("HOME"); home != nullptr) {
     if (!ValidHome(home)) return Fail(opencode::kLaunchHome, "HOME is not a valid absolute path");
     Set(env_home, sizeof env_home, "HOME", home);
@@ -378,8 +378,8 @@ int RunOuter(int argc, char** argv) {
 
   // The canonical encoded argv, joined by single spaces, is the one value
   // that crosses script and sh (bounded by kMaxEncodedArgvBytes above).
-  size_t len = strlen(kArgvVar);
-  memcpy(env_argv, kArgvVar, len);
+  size_t len = strlen(opencode::kArgvEnvName);
+  memcpy(env_argv, opencode::kArgvEnvName, len);
   env_argv[len++] = '=';
   for (size_t i = 0; i < n; ++i) {
     if (i > 0) env_argv[len++] = ' ';
@@ -651,7 +651,7 @@ bool Executed(pid_t pid) {
 
 int RunExec() {
   if (IsChannel(kChannelFd)) channel = kChannelFd;  // for failure reports; checked again below
-  const char* joined = getenv(kArgvVar);
+  const char* joined = getenv(opencode::kArgvEnvName);
   if (joined == nullptr) return Fail(opencode::kLaunchNoArgv, "OPENCODE_PTY_ARGV is missing");
   size_t total = strnlen(joined, limits::kMaxEncodedArgvBytes + 1);
   if (total > limits::kMaxEncodedArgvBytes) return Fail(opencode::kLaunchEncodedTooLong, "encoded arguments too long");

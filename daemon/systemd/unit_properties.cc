@@ -8,10 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base64url.h"
+#include "common/launch.h"
 #include "common/limits.h"
 #include "daemon/base/absl_compat.h"
-#include "daemon/systemd/constants.h"
 #include "daemon/base/status_macros.h"
+#include "daemon/systemd/constants.h"
 
 namespace opencode::daemon {
 namespace {
@@ -115,7 +116,8 @@ std::vector<PropertySpec> BuildPropertySpecs(const UnitRequest& req) {
       {"User", absl::StrCat(req.uid), I::kService},
       {"ExecStart", std::vector<ExecCommand>{std::move(exec)}, I::kService},
       {"Environment",
-       std::vector<std::string>{absl::StrCat("COLUMNS=", req.cols), absl::StrCat("LINES=", req.rows)},
+       std::vector<std::string>{absl::StrCat(kColumnsEnvName, "=", req.cols),
+                                absl::StrCat(kLinesEnvName, "=", req.rows)},
        I::kService},
       {"RemainAfterExit", false, I::kService},
       {"KillMode", std::string("control-group"), I::kService},
