@@ -7,7 +7,7 @@
 # truth measured, so that any change (more or less exposure) fails the suite.
 #
 # The stack is installed as in supervisor.sh; the stand-in application
-# (vm-tests/supervisor/standin.py, MainPID of opencode-v2.service, User=byk)
+# (vm-tests/supervisor/supervisor_app.py, MainPID of opencode-v2.service, User=byk)
 # opens one session through the real client helper whose argv carries a
 # random marker:  sh -c 'sleep 600; exit 0' argv-marker-<hex>  (dash keeps
 # the marker as $0 in its own command line and runs sleep as a child).
@@ -27,7 +27,7 @@
 . /vm-tests/lib/check.sh
 . /vm-tests/lib/supervisor-setup.sh
 here=$(dirname "$0")
-STANDIN=/vm-tests/supervisor/standin.py
+STANDIN=/vm-tests/supervisor/supervisor_app.py
 RUN=/run/opencode-test
 tmp=$(mktemp -d)
 echo "argv: target ${VMTESTS_TARGET:-?}, $(systemctl --version | head -n1), kernel $(uname -r)"

@@ -1,8 +1,7 @@
 #!/usr/bin/python3
 # vm-tests/faults/faults_app.py: the application stand-in for the fault campaign
-# (faults.sh). Runs as the MainPID of opencode-v2.service (User=byk), like
-# vm-tests/supervisor/standin.py, whose connection, helper and frame code it
-# reuses. The root driver (faults.py) sends one JSON request per line over
+# (faults.sh). Runs as the MainPID of opencode-v2.service (User=byk); its
+# sessions, connection, helper and frame code are vm-tests/lib/standin.py. The root driver (faults.py) sends one JSON request per line over
 # /run/opencode-test/control.sock; while a request runs, the app writes
 # "MARK <what>" lines at the moments a fault is timed from and may wait for a
 # "GO" line back; the last line is the JSON answer.
@@ -20,11 +19,11 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, "/vm-tests/supervisor")
-import standin  # noqa: E402  (Conn, spawn_helper, frame types)
+sys.path.insert(0, "/vm-tests/lib")
+import standin  # noqa: E402  (Session, Conn, spawn_helper, frame types)
 
-CONTROL = "/run/opencode-test/control.sock"
-TERMINAL = ("exit", "error")
+CONTROL = standin.CONTROL
+TERMINAL = standin.TERMINAL
 
 
 class Link:
@@ -44,76 +43,6 @@ class Link:
         return line.strip() == b"GO"
 
 
-class Session:
-    """One session through the real helper, with its whole record."""
-
-    def __init__(self, argv, timeout):
-        self.rec = {"argv0": argv[0], "envelopes": [], "output_len": 0, "eof": False,
-                    "timeout": False}
-        self.argv = argv
-        self.deadline = time.monotonic() + timeout
-        self.out = bytearray()
-        self.c = standin.Conn()
-
-    def connect(self):
-        try:
-            self.c.connect()
-            return True
-        except OSError as e:
-            self.rec["connect_error"] = e.errno
-            return False
-
-    def start(self):
-        dirfd = os.open("/home/byk", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            self.rec["helper_status"] = standin.spawn_helper(self.c.sock, dirfd, self.argv, 80, 24)
-        finally:
-            os.close(dirfd)
-
-    def terminal(self):
-        return next((e for e in self.rec["envelopes"] if e["type"] in TERMINAL), None)
-
-    def pump(self, pred, until=None):
-        """Reads frames until pred() holds; False on EOF or a deadline."""
-        until = until or self.deadline
-        while not pred():
-            try:
-                f = self.c.read_frame(until)
-            except TimeoutError:
-                if until == self.deadline:
-                    self.rec["timeout"] = True
-                return False
-            if f is None:
-                self.rec["eof"] = True
-                return False
-            ftype, payload = f
-            if ftype == standin.OUTPUT:
-                self.rec["output_len"] += len(payload)
-                if "ys" in self.rec:
-                    self.rec["ys"] += payload.count(b"y")
-                self.out.extend(payload)
-                del self.out[:-4096]  # only the tail is ever searched
-            elif ftype == standin.EVENT:
-                env = json.loads(payload)
-                self.rec["envelopes"].append({k: env.get(k) for k in ("type", "code", "signal", "unit",
-                                                                     "exact", "result")
-                                              if k in env})
-            else:
-                self.rec.setdefault("unexpected", []).append(ftype)
-        return True
-
-    def started(self):
-        return self.pump(lambda: any(e["type"] in ("started",) + TERMINAL for e in self.rec["envelopes"])) and \
-            self.rec["envelopes"][0]["type"] == "started"
-
-    def finish(self):
-        """Reads to the terminal envelope, then to EOF (nothing may follow it)."""
-        self.pump(lambda: self.terminal() is not None)
-        if self.terminal() is not None and not self.rec["eof"]:
-            self.pump(lambda: False, time.monotonic() + 10)
-        self.rec["terminals"] = sum(1 for e in self.rec["envelopes"] if e["type"] in TERMINAL)
-        self.c.sock.close()
-        return self.rec
 
 
 # --- case 1: one session, the supervisor SIGKILLed at a chosen phase ----------------------------------
@@ -128,7 +57,7 @@ KILL_ARGV = {
 
 def kill_session(req, link):
     phase = req["phase"]
-    s = Session(KILL_ARGV[phase], req.get("timeout", 60))
+    s = standin.Session(KILL_ARGV[phase], req.get("timeout", 60))
     if not s.connect():
         return s.rec
     if phase == "handshake":
@@ -162,7 +91,7 @@ def live(req, link):
     recs = [None] * m
 
     def one(i):
-        s = Session(["cat"], req.get("timeout", 120))
+        s = standin.Session(["cat"], req.get("timeout", 120))
         s.rec.update(rounds=0, rounds_after_stop=0, max_rtt_ms=0.0)
         recs[i] = s.rec
         with gate:
@@ -215,7 +144,7 @@ def churn(req, link):
     good = []
     for i in range(req["n"]):
         if i % 250 == 249:   # the supervisor still serves during the churn
-            s = Session(["true"], 30)
+            s = standin.Session(["true"], 30)
             if s.connect():
                 s.start()
                 s.started()
@@ -289,7 +218,7 @@ def restart_prep(req, link):
     m = req["m"]
     sessions = []
     for i in range(m):
-        s = Session(["cat"], 60)
+        s = standin.Session(["cat"], 60)
         if s.connect():
             s.start()
             if s.started():
@@ -362,14 +291,14 @@ def memory(req, link):
     slice's MemoryMax; afterwards each `cat` echoes again and exits 0 on EOF."""
     others = []
     for i in range(req["k"]):
-        s = Session(["cat"], 90)
+        s = standin.Session(["cat"], 90)
         if s.connect():
             s.start()
             if s.started():
                 s.c.send(standin.INPUT, b"m%d\n" % i)
                 s.rec["echo_before"] = s.pump(lambda: b"m%d\r\nm%d" % (i, i) in s.out)
         others.append(s)
-    hog = Session(["python3", "-c", HOG], 90)
+    hog = standin.Session(["python3", "-c", HOG], 90)
     if hog.connect():
         hog.start()
         hog.started()
@@ -398,7 +327,7 @@ def stall(req, link):
     recs = [None] * n
 
     def one(i):
-        s = Session(["sh", "-c", "yes | head -c %d" % b], req.get("timeout", 300))
+        s = standin.Session(["sh", "-c", "yes | head -c %d" % b], req.get("timeout", 300))
         s.rec.update(expected=b + b // 2, expected_ys=(b + 1) // 2, ys=0)
         recs[i] = s.rec
         with gate:
@@ -484,7 +413,7 @@ def soak_session(kind, rnd, op):
     elif kind == "resize":
         argv = ["sh", "-c", "while read a; do stty size; done"]
         cols, rows = rnd.randint(20, 300), rnd.randint(10, 200)
-    s = Session(argv, 60)
+    s = standin.Session(argv, 60)
     s.rec.update(kind=kind, t0=t0, expect=expect)
 
     def send(s, ftype, payload=b""):
@@ -590,7 +519,7 @@ def soak(req, link):
 
 # --- the invariant check's "a new session works" -------------------------------------------------------
 def probe(req, link):
-    s = Session(["sh", "-c", "echo probe-ok; exit 0"], req.get("timeout", 30))
+    s = standin.Session(["sh", "-c", "echo probe-ok; exit 0"], req.get("timeout", 30))
     if s.connect():
         s.start()
         s.started()

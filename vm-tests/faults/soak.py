@@ -24,14 +24,17 @@ import sys
 import threading
 import time
 
-import faults  # same folder (/tests): request, judge, resources, Campaign.invariant ...
+import faults  # same folder (/tests): judge, Campaign.invariant
+
+sys.path.insert(0, "/vm-tests/lib")
+import driver  # noqa: E402  (request, resources, run, journal_cursor, ...)
 
 SAMPLE_S = 2.0
 
 
 def live_sessions():
     """The supervisor's own count, from its STATUS= ("N sessions, M handshakes")."""
-    st = faults.status_text()
+    st = driver.status_text()
     try:
         return int(st.split()[0])
     except (ValueError, IndexError):
@@ -93,7 +96,7 @@ def main():
     # its idle resources afterwards are the baseline of every later round
     # (an idle supervisor after one session knows nothing of 10 workers).
     for i in range(rounds + 1):
-        cursor = faults.journal_cursor()
+        cursor = driver.journal_cursor()
         workers = rnd.randint(4, 10)
         fault = rnd.choice(["sigkill", "daemon-reexec", "daemon-reload"]) if i else "none"
         this_s = round_s if i else min(20.0, round_s)
@@ -104,9 +107,9 @@ def main():
 
         def sampler():
             while not stop.is_set():
-                pid = faults.supervisor_pid()
-                r = faults.resources(pid) if pid > 0 else {"pid": 0}
-                r["units"] = len([u for u in faults.leftover_units() if faults.SESSION_UNIT.match(u)])
+                pid = driver.supervisor_pid()
+                r = driver.resources(pid) if pid > 0 else {"pid": 0}
+                r["units"] = len([u for u in driver.leftover_units() if driver.SESSION_UNIT.match(u)])
                 r["sessions"] = live_sessions()
                 samples.append(r)
                 stop.wait(SAMPLE_S)
@@ -119,7 +122,7 @@ def main():
             if fault == "sigkill":
                 # systemd's start limit: at most one kill per 2.5 s (faults.py).
                 time.sleep(max(0.0, last_kill + 2.5 - time.monotonic()))
-                pid = faults.supervisor_pid()
+                pid = driver.supervisor_pid()
                 if pid > 0:   # never kill(0)
                     try:
                         os.kill(pid, signal.SIGKILL)
@@ -129,7 +132,7 @@ def main():
                         pass
                 last_kill = time.monotonic()
             else:
-                p = faults.run("systemctl", fault)
+                p = driver.run("systemctl", fault)
                 fault_rec["systemctl_rc"] = p.returncode
             faults_at.append((t0, time.monotonic()))
             fault_rec["seconds"] = round(time.monotonic() - t0, 2)
@@ -138,7 +141,7 @@ def main():
         for t in th:
             t.start()
         t_round = time.monotonic()
-        ans = faults.request({"op": "soak", "seconds": this_s, "workers": workers,
+        ans = driver.request({"op": "soak", "seconds": this_s, "workers": workers,
                               "seed": rnd.randrange(1 << 30)}, timeout=int(this_s) + 300)
         stop.set()
         for t in th:
@@ -169,7 +172,7 @@ def main():
             fails.append("%d sessions lost: %s" % (lost, sorted(k for k in outcomes if k.startswith("LOST"))))
         inv = camp.invariant(cursor, base, fails)
         if i == 0 and inv["pass"]:
-            base = {"after": "warm-up round", **faults.resources(faults.supervisor_pid())}
+            base = {"after": "warm-up round", **driver.resources(driver.supervisor_pid())}
             result["baseline"] = base
             print("soak: baseline after the warm-up: fds %s, RssAnon %s kB, VmRSS %s kB" % (
                 base.get("fds"), base.get("RssAnon"), base.get("VmRSS")), flush=True)

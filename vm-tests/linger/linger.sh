@@ -30,7 +30,7 @@ START_BOUND=10
 # ctl NAME JSON: one request to the app (as MainPID); result in $tmp/NAME.json
 # and /results/NAME.json.
 ctl() {
-  python3 /vm-tests/supervisor/standin.py call "$2" > "$tmp/$1.json" 2>&1
+  python3 /vm-tests/lib/standin.py call "$2" > "$tmp/$1.json" 2>&1
   cp "$tmp/$1.json" "/results/$1.json"
 }
 # expect CHECK NAME PYTHON-EXPR [SEEN-EXPR]: r is the request's result; SEEN-EXPR

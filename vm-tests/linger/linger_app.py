@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 # vm-tests/linger/linger_app.py: the application stand-in for the linger suite
 # (linger.sh, issue #28 part 1). Runs as the MainPID of opencode-v2.service
-# (User=byk) and holds every session, as the application must; it reuses the
-# fault campaign's Session (supervisor/standin.py's connection, the real client
-# helper, the frames). One JSON request per control connection (standin.serve);
+# (User=byk) and holds every session, as the application must; each is a
+# vm-tests/lib/standin.py Session (the connection, the real client helper, the
+# frames). One JSON request per control connection (standin.serve);
 # session A lives across requests. Every time is measured here and judged by
 # linger.sh against its bounds.
 import json
@@ -12,10 +12,8 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, "/vm-tests/supervisor")
-sys.path.insert(0, "/vm-tests/faults")
-import faults_app  # noqa: E402  (Session)
-import standin  # noqa: E402  (INPUT, EOF, serve)
+sys.path.insert(0, "/vm-tests/lib")
+import standin  # noqa: E402  (Session, INPUT, EOF, serve)
 
 RUN = "/run/opencode-test"
 PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lingering_peer.py")
@@ -44,7 +42,7 @@ def summary(s, t0=None):
 
 def one_session(argv, cap):
     t0 = time.monotonic()
-    s = faults_app.Session(argv, cap)
+    s = standin.Session(argv, cap)
     if s.connect():
         s.start()
         s.finish()
@@ -52,7 +50,7 @@ def one_session(argv, cap):
 
 
 def open_a(req):
-    s = faults_app.Session(["cat"], 3600)
+    s = standin.Session(["cat"], 3600)
     ok = s.connect() and (s.start() or True) and s.started()
     state["a"] = s
     return {"started": ok, "a": summary(s), "echo_s": echo(s, req.get("cap", 30)) if ok else None}
@@ -79,7 +77,7 @@ def lingering_round(req):
     with open(PEER) as f:
         source = f.read()
     argv = ["python3", "-c", source, RUN, tag, str(req["n"]), str(req["linger"]), str(req["hold"])]
-    b = faults_app.Session(argv, cap + req["hold"])
+    b = standin.Session(argv, cap + req["hold"])
     res = {}
     if not (b.connect() and (b.start() or True) and b.started()):
         b.finish()

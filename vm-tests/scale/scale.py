@@ -17,8 +17,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, "/vm-tests/faults")
-import faults  # noqa: E402  (run, supervisor_pid, status_text, leftover_units, resources, ...)
+sys.path.insert(0, "/vm-tests/lib")
+import driver  # noqa: E402  (run, supervisor_pid, status_text, leftover_units, resources, ...)
 
 SESSION_UNIT = re.compile(r"^opencode-pty-[0-9a-f]{32}\.service$")
 IDLE = "0 sessions, 0 handshakes"
@@ -44,7 +44,7 @@ SUP_BAD = re.compile(r"(?i)query failed|call failed|NoReply|LimitsExceeded|org\.
 
 
 def sh(*argv):
-    return faults.run(*argv).stdout.strip()
+    return driver.run(*argv).stdout.strip()
 
 
 def bus_owner():
@@ -62,7 +62,7 @@ def journal(cursor):
         e = json.loads(line)
         m = e.get("MESSAGE")
         m = m if isinstance(m, str) else str(m)
-        if e.get("_SYSTEMD_UNIT") == faults.SUP:
+        if e.get("_SYSTEMD_UNIT") == driver.SUP:
             src = "supervisor"
         elif e.get("_PID") == "1":
             src = "pid1"
@@ -77,7 +77,7 @@ def journal(cursor):
 
 
 def session_units_by_state():
-    out = faults.run("systemctl", "list-units", "--all", "--plain", "--no-legend", "opencode-pty-*").stdout
+    out = driver.run("systemctl", "list-units", "--all", "--plain", "--no-legend", "opencode-pty-*").stdout
     c = collections.Counter()
     for line in out.splitlines():
         f = line.split()
@@ -126,8 +126,8 @@ def processes(unit):
 
 
 def read_limits():
-    lim = {"supervisor_LimitNOFILE": sh("systemctl", "show", "-P", "LimitNOFILE", faults.SUP),
-           "supervisor_LimitNOFILESoft": sh("systemctl", "show", "-P", "LimitNOFILESoft", faults.SUP),
+    lim = {"supervisor_LimitNOFILE": sh("systemctl", "show", "-P", "LimitNOFILE", driver.SUP),
+           "supervisor_LimitNOFILESoft": sh("systemctl", "show", "-P", "LimitNOFILESoft", driver.SUP),
            "slice_TasksMax": sh("systemctl", "show", "-P", "TasksMax", "opencode-pty.slice"),
            "DefaultTasksMax": sh("systemctl", "show", "-P", "DefaultTasksMax"),
            "pid_max": open("/proc/sys/kernel/pid_max").read().strip()}
@@ -155,31 +155,31 @@ class Suite:
     def warm_up(self):
         """The socket starts the supervisor on the first connection; a few
         sessions make its lazy allocations before the baseline is taken."""
-        a = faults.request({"op": "start", "n": 4, "timeout": 120}, timeout=180)
-        b = faults.request({"op": "close", "how": "stop", "timeout": 60}, timeout=120)
-        faults.wait_until(40, lambda: not faults.leftover_units())
-        faults.wait_until(10, lambda: faults.status_text() == IDLE)
-        base = faults.resources(faults.supervisor_pid())
+        a = driver.request({"op": "start", "n": 4, "timeout": 120}, timeout=180)
+        b = driver.request({"op": "close", "how": "stop", "timeout": 60}, timeout=120)
+        driver.wait_until(40, lambda: not driver.leftover_units())
+        driver.wait_until(10, lambda: driver.status_text() == IDLE)
+        base = driver.resources(driver.supervisor_pid())
         self.result["baseline"] = base
         self.result["warm_up"] = {"started": a.get("started"), "closed": b.get("sessions"),
                                   "exception": a.get("exception") or b.get("exception")}
         self.check("warm-up: 4 sessions started and stopped, supervisor idle (baseline %s fds, RssAnon %s kB)" % (
-            base.get("fds"), base.get("RssAnon")), a.get("started") == 4 and faults.status_text() == IDLE,
-            "%s; STATUS=%r" % (self.result["warm_up"], faults.status_text()))
+            base.get("fds"), base.get("RssAnon")), a.get("started") == 4 and driver.status_text() == IDLE,
+            "%s; STATUS=%r" % (self.result["warm_up"], driver.status_text()))
         return base
 
     def round(self, how, base):
         n, tag = self.n, "%s round" % how
         rd = {"how": how}
         self.result["rounds"].append(rd)
-        cursor = faults.journal_cursor()
-        pid, owner = faults.supervisor_pid(), bus_owner()
-        before = faults.resources(pid)
+        cursor = driver.journal_cursor()
+        pid, owner = driver.supervisor_pid(), bus_owner()
+        before = driver.resources(pid)
         rd["supervisor_pid"], rd["systemd_bus_name"], rd["before"] = pid, owner, before
 
         # --- mass start ---------------------------------------------------------------------------
         t0 = time.monotonic()
-        st = faults.request({"op": "start", "n": n, "inflight": 8, "timeout": 60 + n}, timeout=120 + n)
+        st = driver.request({"op": "start", "n": n, "inflight": 8, "timeout": 60 + n}, timeout=120 + n)
         rd["start"] = {k: v for k, v in st.items() if k != "units"}
         rd["start"]["driver_s"] = round(time.monotonic() - t0, 1)
         started = st.get("units") or []
@@ -192,12 +192,12 @@ class Suite:
                        "; " + st["exception"] if "exception" in st else ""))
 
         # --- hold ------------------------------------------------------------------------------------
-        held0 = faults.resources(pid)
+        held0 = driver.resources(pid)
         states = session_units_by_state()
         t_slice, t_one = tasks("opencode-pty.slice"), tasks(started[0]) if started else None
         procs = processes(started[0]) if started else None
         time.sleep(self.hold)
-        held1 = faults.resources(pid)
+        held1 = driver.resources(pid)
         rd["held"] = {"start": held0, "end": held1, "units_by_state": states,
                       "slice_tasks": t_slice, "tasks_of_one_unit": t_one, "processes_of_one_unit": procs}
         running = states.get("loaded/active/running", 0)
@@ -241,7 +241,7 @@ class Suite:
 
         # --- mass close ------------------------------------------------------------------------------
         t0 = time.monotonic()
-        cl = faults.request({"op": "close", "how": how, "timeout": 60 + n // 2}, timeout=120 + n)
+        cl = driver.request({"op": "close", "how": how, "timeout": 60 + n // 2}, timeout=120 + n)
         recs = cl.pop("records", [])
         rd["close"] = cl
         self.check("%s: no session ended while it was held" % tag,
@@ -266,29 +266,29 @@ class Suite:
                            len(recs), dict(outcomes), cl.get("all_eof_s"), len(bad), bad[:2]))
 
         t_close = time.monotonic()
-        gone = faults.wait_until(60 + n // 4, lambda: not faults.leftover_units())
-        left = [] if gone else faults.leftover_units()
+        gone = driver.wait_until(60 + n // 4, lambda: not driver.leftover_units())
+        left = [] if gone else driver.leftover_units()
         rd["units_gone_s"] = round(time.monotonic() - t_close, 2)
         self.check("%s: 0 opencode-pty-* units left in any load state (list-units --all)" % tag, not left,
                    "gone %s s after the close; left %d: %s" % (rd["units_gone_s"], len(left), " ".join(left[:5])))
-        idle = faults.wait_until(30, lambda: faults.status_text() == IDLE)
-        self.check("%s: STATUS= back to %r" % (tag, IDLE), bool(idle), faults.status_text())
-        faults.wait_until(10, lambda: abs(faults.resources(pid).get("fds", -99) - base["fds"]) <= faults.FD_TOL)
-        after = faults.resources(pid)
+        idle = driver.wait_until(30, lambda: driver.status_text() == IDLE)
+        self.check("%s: STATUS= back to %r" % (tag, IDLE), bool(idle), driver.status_text())
+        driver.wait_until(10, lambda: abs(driver.resources(pid).get("fds", -99) - base["fds"]) <= driver.FD_TOL)
+        after = driver.resources(pid)
         rd["after"] = after
-        self.check("%s: supervisor descriptors back to baseline (+-%d)" % (tag, faults.FD_TOL),
-                   abs(after.get("fds", -99) - base["fds"]) <= faults.FD_TOL,
+        self.check("%s: supervisor descriptors back to baseline (+-%d)" % (tag, driver.FD_TOL),
+                   abs(after.get("fds", -99) - base["fds"]) <= driver.FD_TOL,
                    "%s after, %s baseline, %s while held" % (after.get("fds"), base["fds"], held1.get("fds")))
         if how == "drop":
             # A second round reuses what the first left in the allocator; it
             # must not grow the supervisor beyond the fault campaign's tolerance.
             first = self.result["rounds"][0]["after"]
             self.check("%s: supervisor RssAnon after it within %d kB of after the first round" % (
-                tag, faults.RSS_ANON_TOL_KB), after.get("RssAnon", 1 << 30) <= first.get("RssAnon", 0) + faults.RSS_ANON_TOL_KB,
+                tag, driver.RSS_ANON_TOL_KB), after.get("RssAnon", 1 << 30) <= first.get("RssAnon", 0) + driver.RSS_ANON_TOL_KB,
                 "%s kB after this round, %s kB after the first, %s kB at the baseline" % (
                     after.get("RssAnon"), first.get("RssAnon"), base.get("RssAnon")))
-        self.check("%s: the supervisor is the same process" % tag, faults.supervisor_pid() == pid,
-                   "%d -> %d" % (pid, faults.supervisor_pid()))
+        self.check("%s: the supervisor is the same process" % tag, driver.supervisor_pid() == pid,
+                   "%d -> %d" % (pid, driver.supervisor_pid()))
         owner_after = bus_owner()
         rd["systemd_bus_name_after"] = owner_after
         self.check("%s: systemd never left the system bus (its unique name unchanged)" % tag,

@@ -2,7 +2,7 @@
 # vm-tests/scale/scale_app.py: the application stand-in of the scale suite
 # (scale.sh), run as the MainPID of opencode-v2.service (User=byk). It holds N
 # sessions at once in one process, as the application must (only the MainPID
-# may connect), and reuses supervisor/standin.py's connection, frame, helper
+# may connect), and reuses vm-tests/lib/standin.py's connection, frame, helper
 # and control-socket code. Requests from the root driver (scale.py):
 #   {"op":"start","n":N,"inflight":K,"argv":[...],"timeout":S}
 #       N sessions through the real helper, at most K between connect and their
@@ -21,7 +21,7 @@ import selectors
 import sys
 import time
 
-sys.path.insert(0, "/vm-tests/supervisor")
+sys.path.insert(0, "/vm-tests/lib")
 import standin  # noqa: E402  (Conn, spawn_helper, frame types, serve)
 
 TERMINAL = ("exit", "error")

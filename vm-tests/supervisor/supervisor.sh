@@ -2,7 +2,7 @@
 # vm-tests/supervisor/supervisor.sh: the supervisor against a real systemd
 # (bookworm = 252, trixie = 257). Installs the three built binaries root-owned
 # in /usr/local/libexec, the supervisor's socket/service/slice units, and a test
-# opencode-v2.service whose MainPID is the stand-in application (standin.py,
+# opencode-v2.service whose MainPID is the stand-in application (supervisor_app.py,
 # User=byk); then proves sessions end to end through the real client helper,
 # launcher and script, the refusals, the cleanup proofs, start-up recovery
 # after SIGKILL, daemon-reload, forged signals and the property read-back.
@@ -17,15 +17,15 @@ tmp=$(mktemp -d)
 # ctl NAME JSON: one scenario in the stand-in app (as MainPID); result in
 # $tmp/NAME.json and /results/NAME.json.
 ctl() {
-  python3 "$here/standin.py" call "$2" > "$tmp/$1.json" 2>&1
+  python3 "$here/supervisor_app.py" call "$2" > "$tmp/$1.json" 2>&1
   cp "$tmp/$1.json" "/results/$1.json"
 }
 # as USER NAME JSON: one scenario in a process of USER outside the app's unit.
 as() {
   if [ "$1" = root ]; then
-    python3 "$here/standin.py" oneshot "$3" > "$tmp/$2.json" 2> "/results/$2.stderr"
+    python3 "$here/supervisor_app.py" oneshot "$3" > "$tmp/$2.json" 2> "/results/$2.stderr"
   else
-    runuser -u "$1" -- python3 "$here/standin.py" oneshot "$3" > "$tmp/$2.json" 2> "/results/$2.stderr"
+    runuser -u "$1" -- python3 "$here/supervisor_app.py" oneshot "$3" > "$tmp/$2.json" 2> "/results/$2.stderr"
   fi
   cp "$tmp/$2.json" "/results/$2.json"
 }
@@ -75,7 +75,7 @@ sup_journal_has() { sup_journal "$1" ${3:+"$3"} | grep -q -- "$2"; }
 supervisor_pid() { systemctl show -P MainPID opencode-pty-supervisor.service; }
 
 # --- install (shared with faults/faults.sh) -----------------------------------
-supervisor_setup "supervisor suite" "/usr/bin/python3 $here/standin.py serve"
+supervisor_setup "supervisor suite" "/usr/bin/python3 $here/supervisor_app.py serve"
 
 # --- a full session ----------------------------------------------------------
 ctl full '{"argv":["sh","-c","pwd; tty; echo hello-$((6*7)) marker-ARGV-7f3a >/dev/null; echo hello-$((6*7)); read x; echo got:$x; exit 7"],
@@ -317,7 +317,7 @@ check "without the switch: its unit proven gone" wait_for 10 no_session_units
 cursor=$(journal_cursor)
 looppids=
 for i in 1 2 3; do
-  runuser -u byk -- python3 "$here/standin.py" oneshot '{"op":"connect_loop","seconds":10,"batch":16}' \
+  runuser -u byk -- python3 "$here/supervisor_app.py" oneshot '{"op":"connect_loop","seconds":10,"batch":16}' \
     > "$tmp/loop$i.json" 2> "/results/loop$i.stderr" &
   looppids="$looppids $!"
 done
