@@ -9,7 +9,6 @@
 // the node-pty drop-in by its package name, with opencode's environment
 // ({...process.env, ...request env, TERM, OPENCODE_TERMINAL: "1"}).
 // Records checks {name, ok, evidence} as JSON lines into OPENCODE_ADAPTER_OUT.
-const fs = require('fs');
 const path = require('path');
 
 const OUT = process.env.OPENCODE_ADAPTER_OUT;
@@ -21,13 +20,8 @@ const PLUGIN = `plugin-${process.pid}-${Date.now()}`;
 // A hang guard only (each case ends in milliseconds): a case that never ends
 // fails with what it saw instead of holding the suite.
 const GUARD_MS = 120 * 1000;
-let failures = 0;
-
-function record(name, ok, evidence) {
-  if (!ok) failures++;
-  fs.appendFileSync(OUT, JSON.stringify({ name, ok: !!ok, evidence: evidence === undefined ? null : evidence }) + '\n');
-  process.stdout.write(`${ok ? 'PASS' : 'FAIL'}  ${name}\n`);
-}
+const lib = require('./checks.js');
+const { record, exitCode } = lib.checks(OUT);
 
 // opencode's spawn input: its env is a new object each time.
 function opencodeEnv(extra) {
@@ -51,11 +45,7 @@ function guard(promise, what) {
   })]).finally(() => clearTimeout(t));
 }
 
-async function until(pred) {
-  const end = Date.now() + GUARD_MS;
-  while (!pred() && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
-  return pred();
-}
+const until = (pred) => lib.until(pred, GUARD_MS, 10);
 
 const isPid = (v) => Number.isInteger(v) && v >= 0;
 
@@ -146,5 +136,5 @@ async function main() {
 }
 
 main().then(
-  () => process.exit(failures === 0 ? 0 : 1),
+  () => process.exit(exitCode()),
   (e) => { record('the application ran to its end', false, String(e && e.stack)); process.exit(1); });

@@ -13,23 +13,8 @@ const pty = require(process.env.OPENCODE_PTY_MODULE);
 const { protocol } = pty;
 const OUT = process.env.OPENCODE_RESIZE_OUT;
 const WORK = process.env.OPENCODE_RESIZE_WORK || '/run/opencode-node-test';
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-let failures = 0;
-
-function record(name, ok, evidence) {
-  if (!ok) failures++;
-  fs.appendFileSync(OUT, JSON.stringify({ name, ok: !!ok, evidence: evidence === undefined ? null : evidence }) + '\n');
-  process.stdout.write(`${ok ? 'PASS' : 'FAIL'}  ${name}\n`);
-}
-
-async function until(pred, ms, step = 20) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await pred();
-    if (v || Date.now() > end) return v;
-    await sleep(step);
-  }
-}
+const { checks, sleep, until } = require('./checks.js');
+const { record, exitCode } = checks(OUT);
 
 function open(file, args, opts = {}) {
   const p = pty.spawn(file, args, { cwd: WORK, ...opts });
@@ -241,7 +226,7 @@ async function main() {
     }
     process.stdout.write(`case ${name}: ${Date.now() - t0} ms\n`);
   }
-  return failures === 0 ? 0 : 1;
+  return exitCode();
 }
 
 main().then((code) => { process.exitCode = code; }, (e) => { console.error(e); process.exitCode = 1; });

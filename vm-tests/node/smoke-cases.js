@@ -25,25 +25,11 @@ const OUT = process.env.OPENCODE_SMOKE_OUT;
 const WORK = process.env.OPENCODE_SMOKE_WORK || '/run/opencode-node-test';
 const SOCKET = pty.DEFAULT_SOCKET_PATH;
 const HELPER = pty.DEFAULT_HELPER_PATH;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-let failures = 0;
-
-function record(name, ok, evidence) {
-  if (!ok) failures++;
-  const line = JSON.stringify({ name, ok: !!ok, evidence: evidence === undefined ? null : evidence });
-  fs.appendFileSync(OUT, line + '\n');
-  process.stdout.write(`${ok ? 'PASS' : 'FAIL'}  ${name}\n`);
-}
-
-async function until(pred, ms, step = 50) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await pred();
-    if (v) return v;
-    if (Date.now() > end) return v;
-    await sleep(step);
-  }
-}
+const lib = require('./checks.js');
+const { sleep, withTimeout } = lib;
+const { record, exitCode } = lib.checks(OUT);
+// Most waits here ask systemctl: every 50 ms unless told otherwise.
+const until = (pred, ms, step = 50) => lib.until(pred, ms, step);
 
 function systemctl(...args) {
   const r = childProcess.spawnSync('/bin/systemctl', args, { encoding: 'utf8', timeout: 20000 });
@@ -67,12 +53,6 @@ function open(file, args, opts = {}) {
   s.startedP = new Promise((r) => { p.onStarted(r); p.onExit(() => r(null)); });
   if (!noListener) p.onData((d) => { s.output += d; });
   return s;
-}
-
-function withTimeout(promise, ms, what) {
-  let t;
-  return Promise.race([promise, new Promise((_, rej) => { t = setTimeout(() => rej(new Error(`timeout: ${what}`)), ms); })])
-    .finally(() => clearTimeout(t));
 }
 
 // A connection speaking the protocol by hand: the helper is run exactly like
@@ -568,7 +548,7 @@ async function main(runtime = 'the rootfs Node') {
     const left = await until(() => sessionUnits().length === 0, 20000, 100);
     record(`cleanup: no session unit is left after case ${name}`, left, sessionUnits());
   }
-  return failures === 0 ? 0 : 1;
+  return exitCode();
 }
 
 module.exports = { cases, main, record };
