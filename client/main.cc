@@ -11,12 +11,12 @@
 // sends the ENV frame on its socket after this helper exited 0; the helper
 // never sees the environment overlay.
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>

@@ -9,11 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/base/async_close.h"
-#include "daemon/caps.h"
 #include "daemon/base/journal.h"
+#include "daemon/base/sd_ptr.h"
+#include "daemon/caps.h"
 #include "daemon/listener.h"
 #include "daemon/supervisor.h"
-#include "daemon/base/sd_ptr.h"
 
 using namespace opencode::daemon;
 

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/limits.h"
 #include "daemon/base/journal.h"
-#include "daemon/source_info.h"
 #include "daemon/base/status_macros.h"
+#include "daemon/source_info.h"
 
 namespace opencode::daemon {
 namespace {

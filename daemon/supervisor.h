@@ -24,13 +24,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/unique_fd.h"
-#include "daemon/listener.h"
 #include "daemon/auth/peer_auth.h"
 #include "daemon/base/sd_ptr.h"
+#include "daemon/listener.h"
 #include "daemon/session/session.h"
+#include "daemon/systemd/reaper.h"
 #include "daemon/systemd/systemd_api.h"
 #include "daemon/systemd/systemd_connection.h"
-#include "daemon/systemd/reaper.h"
 #include "daemon/systemd/unit_tracker.h"
 
 namespace opencode::daemon {

@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/systemd/bus_props.h"
 #include "daemon/auth/identity.h"
+#include "daemon/systemd/bus_props.h"
 #include "fuzz/fuzz_check.h"
 
 namespace opencode::daemon {

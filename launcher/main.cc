@@ -41,13 +41,13 @@
 #include <string_view>
 
 #include "common/base64url.h"
+#include "common/channel_message.h"
 #include "common/dimension.h"
 #include "common/env_overlay.h"
 #include "common/errors.h"
 #include "common/launch.h"
 #include "common/limits.h"
 #include "common/scm_rights.h"
-#include "common/channel_message.h"
 #include "common/size_message.h"
 #include "common/unique_fd.h"
 

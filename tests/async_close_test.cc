@@ -24,6 +24,7 @@
 #include "daemon/listener.h"
 #include "daemon/session/pump.h"
 #include "tests/daemon_test_util.h"
+#include "tests/temp_listener.h"
 
 namespace opencode::daemon {
 namespace {
@@ -162,29 +163,21 @@ struct Full final : Listener::Delegate {
 struct ListenerCloseTest : AsyncCloseTest {
   void SetUp() override {
     AsyncCloseTest::SetUp();
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    addr.sun_family = AF_UNIX;
-    snprintf(addr.sun_path, sizeof addr.sun_path, "%s/s", dir);
-    UniqueFd l(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    ASSERT_EQ(bind(l.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    ASSERT_EQ(listen(l.get(), 512), 0);
-    listener = std::make_unique<Listener>(event.get(), std::move(l), &admission);
+    ASSERT_TRUE(sock.ok());
+    listener = std::make_unique<Listener>(event.get(), sock.Take(), &admission);
     ASSERT_TRUE(listener->Init().ok());
     listener->Enable(true);
   }
   void TearDown() override {
     listener.reset();
-    unlink(addr.sun_path);
-    rmdir(dir);
     AsyncCloseTest::TearDown();
   }
   UniqueFd Connect() {
-    UniqueFd c(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    EXPECT_EQ(connect(c.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    UniqueFd c = sock.Connect();
+    EXPECT_TRUE(c.valid());
     return c;
   }
-  char dir[32] = "/tmp/opencode-close-XXXXXX";
-  sockaddr_un addr{};
+  TempListener sock{512};
   Full admission;
   std::unique_ptr<Listener> listener;
 };

@@ -32,6 +32,7 @@
 #include "common/limits.h"
 #include "common/scm_rights.h"
 #include "common/unique_fd.h"
+#include "tests/temp_listener.h"
 
 namespace {
 
@@ -384,14 +385,9 @@ TEST_F(ClientTest, Fd3WrongType) {
 
 TEST_F(ClientTest, Fd3NotConnected) {
   UniqueFd unbound(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  UniqueFd listening(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  struct sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  std::string path = dir_path_ + "/listen.sock";
-  memcpy(addr.sun_path, path.c_str(), path.size());
-  ASSERT_EQ(bind(listening.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listening.get(), 1), 0);
-  for (int fd : {unbound.get(), listening.get()}) {
+  opencode::TempListener listening(1);
+  ASSERT_TRUE(listening.ok());
+  for (int fd : {unbound.get(), listening.fd()}) {
     Spawn s;
     s.fd3 = fd;
     s.fd4 = dir_.get();

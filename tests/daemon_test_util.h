@@ -20,8 +20,8 @@
 
 #include "common/frame.h"
 #include "common/unique_fd.h"
-#include "daemon/systemd/bus_props.h"
 #include "daemon/base/sd_ptr.h"
+#include "daemon/systemd/bus_props.h"
 #include "daemon/systemd/systemd_api.h"
 
 namespace opencode::daemon::testing {

@@ -1,9 +1,9 @@
 // Frame codec and START payload: round trips, incremental decoding split at
 // every byte boundary, and every malformed header and payload.
+#include "common/dimension.h"
 #include "common/env_overlay.h"
 #include "common/frame.h"
 #include "common/size_message.h"
-#include "common/dimension.h"
 
 #include <gtest/gtest.h>
 

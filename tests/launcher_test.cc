@@ -38,10 +38,10 @@
 #include <gtest/gtest.h>
 
 #include "common/base64url.h"
+#include "common/channel_message.h"
 #include "common/launch.h"
 #include "common/limits.h"
 #include "common/scm_rights.h"
-#include "common/channel_message.h"
 #include "common/size_message.h"
 #include "common/unique_fd.h"
 

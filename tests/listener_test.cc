@@ -7,8 +7,8 @@
 // (issue #21 point 3).
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -21,6 +21,7 @@
 #include "daemon/base/async_close.h"
 #include "daemon/listener.h"
 #include "tests/daemon_test_util.h"
+#include "tests/temp_listener.h"
 
 namespace opencode::daemon {
 namespace {
@@ -43,25 +44,15 @@ struct Admission final : Listener::Delegate {
 
 struct ListenerTest : ::testing::Test {
   void SetUp() override {
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    path = std::string(dir) + "/s";
     // Blocking, as systemd passes it: the listener must not block the loop.
-    UniqueFd l(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    addr.sun_family = AF_UNIX;
-    strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-    ASSERT_EQ(bind(l.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    ASSERT_EQ(listen(l.get(), 64), 0);
-    listener = std::make_unique<Listener>(event.get(), std::move(l), &admission);
+    ASSERT_TRUE(sock.ok());
+    listener = std::make_unique<Listener>(event.get(), sock.Take(), &admission);
     ASSERT_TRUE(listener->Init().ok());
     listener->Enable(true);
   }
-  void TearDown() override {
-    unlink(path.c_str());
-    rmdir(dir);
-  }
   UniqueFd Connect() {
-    UniqueFd c(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    EXPECT_EQ(connect(c.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    UniqueFd c = sock.Connect();
+    EXPECT_TRUE(c.valid());
     return c;
   }
   // The refusal a client reads: one EVENT envelope, then EOF.
@@ -73,9 +64,7 @@ struct ListenerTest : ::testing::Test {
     if (r.events.empty() || ParseEnvelope(r.events[0], &e) != ErrorCode::kOk) return "";
     return std::get<std::string>(e.fields["code"]);
   }
-  char dir[32] = "/tmp/opencode-listen-XXXXXX";
-  std::string path;
-  sockaddr_un addr{};
+  TempListener sock;
   EventPtr event = testing::NewEvent();
   Admission admission;
   std::unique_ptr<Listener> listener;
@@ -297,11 +286,10 @@ TEST_F(ListenerTest, TheMainPidGetsInDuringAConnectLoopOfAnotherProcess) {
   ASSERT_EQ(pipe2(ready, O_CLOEXEC), 0);
   pid_t child = fork();
   if (child == 0) {
-    std::vector<int> held;
+    std::vector<UniqueFd> held;
     for (int i = 0; i < kLoop; ++i) {
-      int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) _exit(1);
-      held.push_back(c);
+      held.push_back(sock.Connect());
+      if (!held.back().valid()) _exit(1);
     }
     char b = 1;
     (void)write(ready[1], &b, 1);
@@ -339,14 +327,9 @@ TEST(MainPidCache, OnlyAnAnswerNamingAnotherProcessRejects) {
 TEST(ListenerOptions, ThePassOptionsOfTheListeningSocketAreCleared) {
   // What a drop-in with PassCredentials=, PassSecurity= and PassPIDFD= makes
   // systemd hand over.
-  char dir[32] = "/tmp/opencode-listen-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  snprintf(addr.sun_path, sizeof addr.sun_path, "%s/s", dir);
-  UniqueFd l(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  ASSERT_EQ(bind(l.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(l.get(), 8), 0);
+  TempListener sock(8);
+  ASSERT_TRUE(sock.ok());
+  UniqueFd l = sock.Take();
   constexpr int kSoPassPidfd = 76;
   int on = 1;
   ASSERT_EQ(setsockopt(l.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on), 0);
@@ -365,16 +348,14 @@ TEST(ListenerOptions, ThePassOptionsOfTheListeningSocketAreCleared) {
   }
   // A connection accepted from it inherits the cleared flags: a message sent
   // on it carries no control data.
-  UniqueFd c(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  ASSERT_EQ(connect(c.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  UniqueFd c = sock.Connect();
+  ASSERT_TRUE(c.valid());
   ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return !admission.accepted.empty(); }));
   ASSERT_EQ(send(c.get(), "x", 1, 0), 1);
   char b;
   bool refused = true;
   EXPECT_EQ(RecvPacket(admission.accepted[0].get(), &b, 1, 0, &refused), 1);
   EXPECT_FALSE(refused) << "no SCM_CREDENTIALS or SCM_PIDFD came with the byte";
-  unlink(addr.sun_path);
-  rmdir(dir);
 }
 
 TEST_F(ListenerTest, DisabledListenerAcceptsNothing) {

@@ -2,18 +2,18 @@
 // interface; the pilot's ControlGroup-via-Unit rejection), the identity
 // checks, GetUnitByPIDFD decoding, cgroup parsing, and the kernel facts on a
 // real socketpair (SO_PEERCRED, a pidfd that reports the peer's exit).
+#include <fcntl.h>
+#include <grp.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <signal.h>
 #include <stddef.h>
-#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -21,10 +21,11 @@
 
 #include <gtest/gtest.h>
 
-#include "daemon/systemd/bus_props.h"
 #include "daemon/auth/identity.h"
 #include "daemon/auth/peer_auth.h"
+#include "daemon/systemd/bus_props.h"
 #include "tests/daemon_test_util.h"
+#include "tests/temp_listener.h"
 
 namespace opencode::daemon {
 namespace {
@@ -51,27 +52,6 @@ absl::StatusOr<Identity> Decode(MessageFactory& f, const std::vector<Prop>& unit
   MessagePtr s = f.Reply([&](sd_bus_message* m) { WriteProps(m, service); });
   return DecodeIdentity(u.get(), s.get());
 }
-
-// A listening AF_UNIX socket at a fresh path; removed with its directory.
-struct TempListener {
-  char dir[32] = "/tmp/opencode-peer-XXXXXX";
-  std::string path;
-  sockaddr_un addr{};
-  UniqueFd fd;
-  TempListener() {
-    if (mkdtemp(dir) == nullptr) return;
-    path = std::string(dir) + "/s";
-    addr.sun_family = AF_UNIX;
-    strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-    UniqueFd l(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (bind(l.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && listen(l.get(), 1) == 0)
-      fd = std::move(l);
-  }
-  ~TempListener() {
-    if (!path.empty()) unlink(path.c_str());
-    rmdir(dir);
-  }
-};
 
 // The pilot's TestClientIdentityUsesRealSystemdInterfaces, both halves.
 TEST(IdentityDecode, AcceptsEachPropertyFromItsExactInterface) {
@@ -340,9 +320,10 @@ struct NonRootPeer {
   pid_t pid = -1;
   UniqueFd conn, release;
   NonRootPeer() {
-    if (!listener.fd.valid()) return;
-    if (geteuid() == 0 && (chmod(listener.dir, 0755) != 0 || chmod(listener.path.c_str(), 0777) != 0)) return;
-    sockaddr_un addr = listener.addr;
+    if (!listener.ok()) return;
+    if (geteuid() == 0 && (chmod(listener.dir(), 0755) != 0 || chmod(listener.path().c_str(), 0777) != 0))
+      return;
+    sockaddr_un addr = listener.addr();
     int go[2];
     if (pipe2(go, O_CLOEXEC) != 0) return;
     pid = fork();
@@ -359,7 +340,7 @@ struct NonRootPeer {
     }
     close(go[0]);
     release = UniqueFd(go[1]);
-    if (pid > 0) conn = UniqueFd(accept4(listener.fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (pid > 0) conn = UniqueFd(accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC));
   }
   ~NonRootPeer() { Release(); }
   // Lets the child exit and reaps it.
@@ -427,9 +408,9 @@ TEST(PeerCredentials, ConnectedPeerOfAnotherProcess) {
 TEST(PeerCredentials, AReusedPidIsRefusedWhereAPidfdFromThePidWouldPinTheNewProcess) {
   if (geteuid() != 0) GTEST_SKIP() << "needs uid 0 to set /proc/sys/kernel/ns_last_pid";
   TempListener listener;
-  ASSERT_TRUE(listener.fd.valid()) << strerror(errno);
-  sockaddr_un addr = listener.addr;
-  const UniqueFd& l = listener.fd;
+  ASSERT_TRUE(listener.ok()) << strerror(errno);
+  sockaddr_un addr = listener.addr();
+  const int l = listener.fd();
   pid_t a = fork();
   if (a == 0) {
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -456,7 +437,7 @@ TEST(PeerCredentials, AReusedPidIsRefusedWhereAPidfdFromThePidWouldPinTheNewProc
     }
   }
   ASSERT_EQ(b, a) << "could not make the pid be reused";
-  UniqueFd conn(accept4(l.get(), nullptr, nullptr, SOCK_CLOEXEC));  // accepted only now
+  UniqueFd conn(accept4(l, nullptr, nullptr, SOCK_CLOEXEC));  // accepted only now
   ASSERT_TRUE(conn.valid());
   auto cred = ReadPeerCred(conn.get());
   ASSERT_TRUE(cred.ok()) << cred.status();

@@ -6,8 +6,8 @@
 // and proves it gone, including a client that leaves while
 // StartTransientUnit is in flight.
 #include <fcntl.h>
-#include <signal.h>
 #include <linux/sockios.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -22,10 +22,10 @@
 #include "common/base64url.h"
 #include "common/channel_message.h"
 
-#include "common/envelope.h"
-#include "common/launch.h"
 #include "common/env_overlay.h"
+#include "common/envelope.h"
 #include "common/frame.h"
+#include "common/launch.h"
 #include "common/limits.h"
 #include "common/scm_rights.h"
 #include "daemon/base/async_close.h"

@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/env_overlay.h"
 #include "common/limits.h"
 #include "common/scm_rights.h"
-#include "common/env_overlay.h"
 #include "common/size_message.h"
 #include "daemon/session/unit_channel.h"
 #include "tests/daemon_test_util.h"

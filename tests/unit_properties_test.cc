@@ -12,8 +12,8 @@
 #include <set>
 
 #include "common/base64url.h"
-#include "common/unique_fd.h"
 #include "common/limits.h"
+#include "common/unique_fd.h"
 #include "daemon/systemd/constants.h"
 #include "daemon/systemd/unit_properties.h"
 #include "tests/daemon_test_util.h"

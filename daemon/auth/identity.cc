@@ -4,9 +4,9 @@
 #include "daemon/auth/identity.h"
 
 #include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/systemd/bus_props.h"
 #include "daemon/systemd/constants.h"
-#include "daemon/base/status_macros.h"
 
 namespace opencode::daemon {
 

@@ -24,8 +24,8 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/systemd/constants.h"
 #include "daemon/base/status_macros.h"
+#include "daemon/systemd/constants.h"
 #include "daemon/systemd/systemd_api.h"
 
 #ifndef SO_PEERPIDFD

@@ -19,9 +19,9 @@
 #include "absl/status/statusor.h"
 #include "common/errors.h"
 #include "common/unique_fd.h"
-#include "daemon/systemd/bus_call.h"
 #include "daemon/auth/identity.h"
 #include "daemon/auth/main_pid_cache.h"
+#include "daemon/systemd/bus_call.h"
 
 namespace opencode::daemon {
 

@@ -19,8 +19,8 @@
 #include "common/frame.h"
 #include "common/limits.h"
 #include "common/unique_fd.h"
-#include "daemon/session/byte_queue.h"
 #include "daemon/base/sd_ptr.h"
+#include "daemon/session/byte_queue.h"
 
 namespace opencode::daemon {
 

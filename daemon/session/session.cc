@@ -20,9 +20,9 @@
 #include "common/envelope.h"
 #include "common/launch.h"
 #include "common/limits.h"
+#include "daemon/auth/identity.h"
 #include "daemon/base/absl_compat.h"
 #include "daemon/base/async_close.h"
-#include "daemon/auth/identity.h"
 #include "daemon/base/journal.h"
 #include "daemon/base/status_macros.h"
 

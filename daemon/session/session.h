@@ -19,18 +19,18 @@
 #include "common/errors.h"
 #include "common/frame.h"
 #include "common/unique_fd.h"
-#include "daemon/session/exit_report.h"
-#include "daemon/base/journal.h"
 #include "daemon/auth/peer_auth.h"
-#include "daemon/session/pump.h"
+#include "daemon/base/journal.h"
 #include "daemon/base/sd_ptr.h"
-#include "daemon/systemd/systemd_api.h"
+#include "daemon/session/exit_report.h"
+#include "daemon/session/pump.h"
 #include "daemon/session/unit_channel.h"
 #include "daemon/systemd/reaper.h"
+#include "daemon/systemd/systemd_api.h"
 #include "daemon/systemd/unit_monitor.h"
-#include "daemon/systemd/unit_tracker.h"
 #include "daemon/systemd/unit_properties.h"
 #include "daemon/systemd/unit_state.h"
+#include "daemon/systemd/unit_tracker.h"
 
 namespace opencode::daemon {
 

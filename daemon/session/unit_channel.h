@@ -29,8 +29,8 @@
 #include "common/channel_message.h"
 #include "common/launch.h"
 #include "common/unique_fd.h"
-#include "daemon/session/exit_report.h"
 #include "daemon/base/sd_ptr.h"
+#include "daemon/session/exit_report.h"
 
 namespace opencode::daemon {
 

@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/limits.h"
-#include "daemon/systemd/constants.h"
 #include "daemon/base/journal.h"
 #include "daemon/base/status_macros.h"
+#include "daemon/systemd/constants.h"
 
 namespace opencode::daemon {
 namespace {

@@ -11,10 +11,10 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "daemon/base/sd_ptr.h"
 #include "daemon/systemd/systemd_api.h"
 #include "daemon/systemd/unit_tracker.h"
 #include "daemon/systemd/unit_watcher.h"
-#include "daemon/base/sd_ptr.h"
 
 namespace opencode::daemon {
 

@@ -6,8 +6,8 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/systemd/constants.h"
 #include "daemon/base/status_macros.h"
+#include "daemon/systemd/constants.h"
 
 namespace opencode::daemon {
 

@@ -27,8 +27,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "daemon/systemd/bus_call.h"
 #include "daemon/base/sd_ptr.h"
+#include "daemon/systemd/bus_call.h"
 
 namespace opencode::daemon {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/systemd/constants.h"
 #include "daemon/base/status_macros.h"
+#include "daemon/systemd/constants.h"
 #include "daemon/systemd/unit_properties.h"
 
 namespace opencode::daemon {

@@ -21,10 +21,10 @@
 
 #include "absl/status/status.h"
 #include "common/limits.h"
-#include "daemon/systemd/hint_queue.h"
-#include "daemon/systemd/unit_watcher.h"
 #include "daemon/base/sd_ptr.h"
+#include "daemon/systemd/hint_queue.h"
 #include "daemon/systemd/systemd_api.h"
+#include "daemon/systemd/unit_watcher.h"
 
 namespace opencode::daemon {
 
