@@ -18,7 +18,7 @@
 # minute and a half). --unit-tests then runs the module's node:test suite on
 # the rootfs's Node, once.
 # ctest vm.node-smoke.{bookworm,trixie} (node) and vm.node-smoke.bun.bookworm
-# (bun), client/node/tests.cmake.
+# (bun), vm-tests/CMakeLists.txt.
 . /vm-tests/lib/check.sh
 . /tests/common.sh
 . /tests/smoke-host.sh
