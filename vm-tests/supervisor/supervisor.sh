@@ -384,7 +384,7 @@ check "mass close: STATUS= is back to 0 sessions" wait_for 10 sh -c '[ "$(system
 # gone.
 rm -f "$RUN/retry-ready" "$RUN/retry-done" "$RUN/retry-ref"
 ctl retry '{"argv":["sleep","1000"],"timeout":60,"steps":[{"expect":"started"},{"touch":"/run/opencode-test/retry-ready"},
-  {"wait_file":"/run/opencode-test/retry-done"}]}' &
+  {"wait_file":"/run/opencode-test/retry-done"},{"close":true}]}' &
 ctlpid=$!
 wait_for 20 test -e "$RUN/retry-ready"
 u=$(session_units | head -n1)
@@ -445,7 +445,7 @@ check "forged session: unit proven gone" gone "$u"
 rm -f "$RUN/flood-ready" "$RUN/flood-done"
 ctl flood '{"argv":["sh","-c","trap \"\" TERM HUP; echo flood-ready; while :; do sleep 1; done"],"timeout":60,
   "steps":[{"expect":"started"},{"expect":"flood-ready"},{"touch":"/run/opencode-test/flood-ready"},
-  {"wait_file":"/run/opencode-test/flood-done","timeout":50}]}' &
+  {"wait_file":"/run/opencode-test/flood-done","timeout":50},{"close":true}]}' &
 ctlpid=$!
 wait_for 20 test -e "$RUN/flood-ready"
 u=$(session_units | head -n1)
