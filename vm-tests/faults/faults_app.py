@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 # vm-tests/faults/faults_app.py: the application stand-in for the fault campaign
-# (faults.sh). Runs as the MainPID of opencode-v2.service (User=byk); its
-# sessions, connection, helper and frame code are vm-tests/lib/standin.py. The root driver (faults.py) sends one JSON request per line over
-# /run/opencode-test/control.sock; while a request runs, the app writes
-# "MARK <what>" lines at the moments a fault is timed from and may wait for a
-# "GO" line back; the last line is the JSON answer.
+# (faults.sh). Runs as the MainPID of opencode-v2.service (User=byk) on the
+# stand-ins' skeleton, vm-tests/lib/standin.py (sessions, connection, helper,
+# frames, the control socket). The root driver (faults.py) sends one JSON
+# request per line over /run/opencode-test/control.sock; while a request
+# runs, the app writes "MARK <what>" lines at the moments a fault is timed from
+# and may wait for a "GO" line back; the last line is the JSON answer.
 # Every session records each envelope it got, whether the connection reached
 # EOF, and whether a deadline passed (a hang): the driver judges them.
 import array
@@ -22,25 +23,9 @@ import time
 sys.path.insert(0, "/vm-tests/lib")
 import standin  # noqa: E402  (Session, Conn, spawn_helper, frame types)
 
-CONTROL = standin.CONTROL
 TERMINAL = standin.TERMINAL
 
 
-class Link:
-    """The control connection of one request: marks out, GO in."""
-
-    def __init__(self, conn):
-        self.conn = conn
-        self.rfile = conn.makefile("rb")
-        self.lock = threading.Lock()
-
-    def mark(self, what):
-        with self.lock:
-            self.conn.sendall(("MARK %s\n" % what).encode())
-
-    def wait_go(self):
-        line = self.rfile.readline()
-        return line.strip() == b"GO"
 
 
 
@@ -185,8 +170,6 @@ def churn(req, link):
 
 
 # --- case 4: application restart (the MainPID changes) ---------------------------------------------------
-NO_ANSWER = object()   # the heir answers on the control connection, not serve()
-SERVER = None
 KEPT = []
 
 
@@ -242,11 +225,11 @@ def restart_prep(req, link):
         s.c.sock.close()
     pending.sock.close()
     KEPT.extend(kept)   # open until this process ends
-    return NO_ANSWER
+    return standin.NO_ANSWER   # the heir answers on the control connection
 
 
 def heir(link, held, kept, pending, parent, running):
-    SERVER.close()
+    standin.SERVER.close()
     for s in kept:
         s.c.sock.close()
     link.mark("heir %d" % os.getpid())
@@ -533,31 +516,5 @@ OPS = {"kill": kill_session, "live": live, "churn": churn, "probe": probe, "soak
        "stall": stall}
 
 
-def serve():
-    try:
-        os.unlink(CONTROL)
-    except FileNotFoundError:
-        pass
-    global SERVER
-    srv = SERVER = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-    srv.bind(CONTROL)
-    srv.listen(4)
-    while True:
-        conn, _ = srv.accept()
-        with conn:
-            link = Link(conn)
-            try:
-                req = json.loads(link.rfile.readline())
-                answer = OPS[req["op"]](req, link)
-            except Exception as e:  # report, keep serving
-                answer = {"exception": repr(e)}
-            if answer is NO_ANSWER:
-                continue
-            try:
-                conn.sendall(json.dumps(answer).encode() + b"\n")
-            except OSError:
-                pass
-
-
 if __name__ == "__main__":
-    serve()
+    standin.serve(lambda req, link: OPS[req["op"]](req, link))

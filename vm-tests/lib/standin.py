@@ -4,9 +4,10 @@
 # the session protocol's frames (docs/PROTOCOL.md), the real client helper
 # /usr/local/libexec/opencode-pty-client run with exactly fd 3 = a duplicate of
 # the socket and fd 4 = the directory, one connection (Conn), one session with
-# its whole record (Session), and the control socket
+# its whole record (Session), and the stand-ins' skeleton: the control socket
 # /run/opencode-test/control.sock over which a root script sends one JSON
-# request per line (serve in the stand-in, call from the script).
+# request per line (serve and Link in the stand-in, call from a script,
+# vm-tests/lib/driver.py's request from a root driver).
 #   python3 /vm-tests/lib/standin.py call REQUEST|-   prints the stand-in's answer
 # Stand-ins import it with sys.path.insert(0, "/vm-tests/lib").
 import fcntl
@@ -16,6 +17,7 @@ import select
 import socket
 import struct
 import sys
+import threading
 import time
 
 SUPERVISOR = "/run/opencode-pty/supervisor.sock"
@@ -183,35 +185,66 @@ class Session:
         return self.rec
 
 
+class Link:
+    """The control connection of one request: the request line in, "MARK <what>"
+    lines out (a moment the root driver times a fault from) and "GO" lines in,
+    then the answer out."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.rfile = conn.makefile("rb")
+        self.lock = threading.Lock()
+
+    def mark(self, what):
+        with self.lock:
+            self.conn.sendall(("MARK %s\n" % what).encode())
+
+    def wait_go(self):
+        line = self.rfile.readline()
+        return line.strip() == b"GO"
+
+
+# A handler's answer when it answers on the link itself, or from another
+# process (the fault campaign's heir): serve() sends nothing.
+NO_ANSWER = object()
+# The listening control socket, for a forked child to close.
+SERVER = None
+
+
 def serve(handler):
-    """Answers one JSON request per control connection with handler(request)."""
+    """The stand-ins' skeleton: one JSON request per control connection,
+    answered with handler(request, link)."""
+    global SERVER
     try:
         os.unlink(CONTROL)
     except FileNotFoundError:
         pass
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv = SERVER = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     srv.bind(CONTROL)
     srv.listen(4)
     while True:
         conn, _ = srv.accept()
         with conn:
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = conn.recv(1 << 16)
-                if not chunk:
-                    break
-                data += chunk
+            link = Link(conn)
             try:
-                answer = handler(json.loads(data))
+                answer = handler(json.loads(link.rfile.readline()), link)
             except Exception as e:  # report, keep serving
                 answer = {"exception": repr(e)}
-            conn.sendall(json.dumps(answer).encode() + b"\n")
+            if answer is NO_ANSWER:
+                continue
+            try:
+                conn.sendall(json.dumps(answer).encode() + b"\n")
+            except OSError:
+                pass
 
 
 def call(request):
+    """Sends REQUEST (JSON text, which a shell script may spread over lines) as
+    one line and prints the stand-in's answer."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(CONTROL)
-    s.sendall(request.encode() + b"\n")
+    # A raw newline cannot be inside a JSON string, so this keeps the request.
+    s.sendall(request.replace("\n", " ").encode() + b"\n")
     data = b""
     while not data.endswith(b"\n"):
         chunk = s.recv(1 << 16)
@@ -219,7 +252,6 @@ def call(request):
             break
         data += chunk
     sys.stdout.write(data.decode())
-
 
 
 if __name__ == "__main__":

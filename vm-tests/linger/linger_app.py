@@ -119,4 +119,4 @@ OPS = {"session": lambda req: one_session(req["argv"], req.get("cap", 30)),
        "open_a": open_a, "close_a": close_a, "round": lingering_round}
 
 if __name__ == "__main__":
-    standin.serve(lambda req: OPS[req["op"]](req))
+    standin.serve(lambda req, link: OPS[req["op"]](req))

@@ -186,4 +186,4 @@ if __name__ == "__main__":
     # one, as Node does for the real application.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    standin.serve(handle)
+    standin.serve(lambda req, link: handle(req))

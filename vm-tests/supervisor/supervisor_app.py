@@ -303,7 +303,7 @@ if __name__ == "__main__":
         import resource
         _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        serve(scenario)
+        serve(lambda req, link: scenario(req))
     elif mode == "call":
         # "-": the request from stdin, so that a secret in it (argv.sh's
         # environment marker) is in no process's command line.
