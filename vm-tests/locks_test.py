@@ -2,14 +2,13 @@
 """vm-tests/locks_test.py CTEST BUILD_DIR: every real-systemd suite (a test
 labelled vm) names its target last (.bookworm, .trixie or .vm) and takes that
 target's properties, ${OPENCODE_VM_SUITE_<target>} (top-level CMakeLists.txt):
-the containers' lock, vm_containers, or the VM's, vm_qemu, and COST 500. A
-suite without its lock could boot beside another of its kind; one with the
-other kind's lock could do the same."""
+the lock vm_harness (one suite at a time) and COST 500. A suite without the
+lock could boot beside another one."""
 import json
 import subprocess
 import sys
 
-LOCKS = {"bookworm": "vm_containers", "trixie": "vm_containers", "vm": "vm_qemu"}
+LOCKS = {"bookworm": "vm_harness", "trixie": "vm_harness", "vm": "vm_harness"}
 
 
 def main():
