@@ -2,8 +2,8 @@
 """vm-tests/locks_test.py CTEST BUILD_DIR: every real-systemd suite (a test
 labelled vm) names its target last (.bookworm, .trixie or .vm) and takes that
 target's properties, ${OPENCODE_VM_SUITE_<target>} (top-level CMakeLists.txt):
-the lock vm_harness (one suite at a time) and COST 500. A suite without the
-lock could boot beside another one."""
+the lock vm_harness and RUN_SERIAL (each suite alone on the machine). A suite
+without them could boot beside another suite or beside the CPU-bound tests."""
 import json
 import subprocess
 import sys
@@ -27,8 +27,8 @@ def main():
             bad.append("%s: the name does not end in a target (%s)" % (t["name"], ", ".join(LOCKS)))
         elif lock != [LOCKS[target]]:
             bad.append("%s: RESOURCE_LOCK %s, want [%s]" % (t["name"], lock, LOCKS[target]))
-        if props.get("COST") != 500:
-            bad.append("%s: COST %s, want 500" % (t["name"], props.get("COST")))
+        if props.get("RUN_SERIAL") is not True:
+            bad.append("%s: RUN_SERIAL %s, want true" % (t["name"], props.get("RUN_SERIAL")))
     print("real-systemd suites per target: %s" % json.dumps(counts, sort_keys=True))
     for b in bad:
         print(b)
