@@ -71,6 +71,54 @@ TEST_F(ReaperTest, AMassCloseThatMovesSlowlyIsProvenGoneNotGivenUpOn) {
   for (size_t i = 0; i < units.size(); ++i) EXPECT_TRUE(results[i].ok()) << units[i] << ": " << results[i];
 }
 
+// systemd 257's mass close of 1,024 units (vm.supervisor.trixie): it answers
+// the proofs' GetUnit calls only once its job queue has drained, about 15 s
+// after the close, but it sends UnitRemoved for each unit as it goes. Those
+// signals are systemd's progress: no reaper gives up while they come (here
+// every proof is answered only after 21 s, past the 15 s window, and a unit
+// is removed every 3 s meanwhile).
+TEST_F(ReaperTest, AMassCloseWhoseProofsAreAnsweredLateIsWaitedForWhileSystemdRemovesUnits) {
+  const std::vector<std::string> units = {
+      "opencode-pty-00000000000000000000000000000001.service",
+      "opencode-pty-00000000000000000000000000000002.service",
+      "opencode-pty-00000000000000000000000000000003.service"};
+  constexpr int kAnswersFromMs = 21000;
+  constexpr int kRemovalEveryMs = 3000;
+  static_assert(kAnswersFromMs > int(limits::kCleanupDeadlineUsec / 1000), "proofs alone come too late");
+  std::vector<std::unique_ptr<Reaper>> reapers;
+  std::vector<absl::Status> results(units.size(), absl::UnknownError("not done"));
+  std::vector<bool> done(units.size(), false);
+  for (size_t i = 0; i < units.size(); ++i) {
+    reapers.push_back(std::make_unique<Reaper>(&systemd, &tracker, event.get(), units[i],
+                                               [&, i](absl::Status st) {
+                                                 done[i] = true;
+                                                 results[i] = st;
+                                               }));
+    ASSERT_TRUE(reapers.back()->Start().ok());
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  int removals = 0;
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    while (systemd.Answer("StopUnit", absl::OkStatus())) {}
+    while (systemd.Answer("ResetFailedUnit", absl::OkStatus())) {}
+    if (ms >= kAnswersFromMs) {
+      while (systemd.AnswerGone(true)) {}
+    } else if (ms >= long(removals + 1) * kRemovalEveryMs) {
+      const std::string& unit = units[removals % units.size()];
+      auto removed = f.Signal("/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", "UnitRemoved",
+                              kSystemdOwner, [&](sd_bus_message* m) {
+                                sd_bus_message_append(m, "so", unit.c_str(), "/org/freedesktop/systemd1/unit/x");
+                              });
+      tracker.OnSignal(removed.get());
+      ++removals;
+    }
+    return done[0] && done[1] && done[2];
+  }, int(limits::kCleanupHardDeadlineUsec / 1000)));
+  for (size_t i = 0; i < units.size(); ++i) EXPECT_TRUE(results[i].ok()) << units[i] << ": " << results[i];
+  EXPECT_GE(removals, kAnswersFromMs / kRemovalEveryMs - 1);
+}
+
 TEST_F(ReaperTest, StopThenResetFailedThenProof) {
   ASSERT_TRUE(reaper->Start().ok());
   ASSERT_EQ(systemd.Count("StopUnit"), 1u);

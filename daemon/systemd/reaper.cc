@@ -80,7 +80,7 @@ void Reaper::AskGone() noexcept {
     call_.reset();
     if (gone.ok() && *gone) {
       gone_ = true;
-      tracker_->NoteUnitGone();
+      tracker_->NoteStopProgress();
       return Finish(absl::OkStatus());
     }
     if (!gone.ok()) last_error_ = gone.status();
@@ -114,11 +114,11 @@ int Reaper::OnDeadline(sd_event_source* s, uint64_t /*usec*/, void* userdata) no
   auto* self = static_cast<Reaper*>(userdata);
   uint64_t usec = 0;
   sd_event_now(self->event_, CLOCK_MONOTONIC, &usec);
-  // Another PTY unit proven gone within the window: systemd's stop jobs move
-  // (a mass close), so this one's turn may still come. Wait for the window
-  // after that proof, never past the hard deadline.
+  // systemd's jobs on PTY units moved within the window (a unit proven gone,
+  // removed or done with a job: a mass close), so this one's turn may still
+  // come. Wait for the window after that, never past the hard deadline.
   uint64_t hard = self->started_usec_ + limits::kCleanupHardDeadlineUsec;
-  uint64_t last = self->tracker_->last_unit_gone_usec();
+  uint64_t last = self->tracker_->last_stop_progress_usec();
   uint64_t quiet_end = last + limits::kCleanupDeadlineUsec;
   if (last != 0 && quiet_end > usec && usec < hard) {
     sd_event_source_set_time(s, std::min(quiet_end, hard));
@@ -128,7 +128,7 @@ int Reaper::OnDeadline(sd_event_source* s, uint64_t /*usec*/, void* userdata) no
   bool at_hard = usec >= hard;
   self->Finish(absl::DeadlineExceededError(absl::StrCat(
       self->unit_, " not proven gone within the cleanup deadline",
-      at_hard ? " (the hard deadline)" : " (no PTY unit proven gone meanwhile)",
+      at_hard ? " (the hard deadline)" : " (no progress on PTY units meanwhile)",
       self->last_error_.ok() ? "" : absl::StrCat(" (", self->last_error_.message(), ")"))));
   return 0;
 }

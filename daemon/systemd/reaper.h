@@ -21,7 +21,8 @@ namespace opencode::daemon {
 // Stops a unit and proves it gone: StopUnit("replace") -> (ResetFailedUnit,
 // GetUnit) until GetUnit answers org.freedesktop.systemd1.NoSuchUnit, re-asking on hints and ticks
 // (at most one query in flight plus one pending), and giving up only after
-// kCleanupDeadlineUsec in which no PTY unit at all was proven gone, or at
+// kCleanupDeadlineUsec in which systemd made no progress on any PTY unit (none
+// proven gone, removed or done with a job: UnitTracker::NoteStopProgress), or at
 // kCleanupHardDeadlineUsec: time, never the number of hints, ends the proof.
 class Reaper final : public UnitWatcher {
  public:

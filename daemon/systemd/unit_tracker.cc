@@ -175,6 +175,7 @@ void UnitTracker::OnSignal(sd_bus_message* m) noexcept {
   if (!IsSessionUnitName(unit)) return;
   auto it = watched_.find(unit);
   if (it == watched_.end()) return;
+  if (!properties) NoteStopProgress();
   if (properties && it->second.job_hints_only) {
     ++property_signals_skipped_;
     return;
@@ -226,9 +227,9 @@ int UnitTracker::OnTick(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdat
   return 0;
 }
 
-void UnitTracker::NoteUnitGone() noexcept {
+void UnitTracker::NoteStopProgress() noexcept {
   uint64_t now = 0;
-  if (sd_event_now(event_, CLOCK_MONOTONIC, &now) >= 0) last_unit_gone_usec_ = now;
+  if (sd_event_now(event_, CLOCK_MONOTONIC, &now) >= 0) last_stop_progress_usec_ = now;
 }
 
 }  // namespace opencode::daemon

@@ -46,10 +46,14 @@ class UnitTracker {
   // once per burst of calls.
   void SystemdConnected();
   void SetOnSystemdAppeared(std::function<void()> cb) { on_systemd_appeared_ = std::move(cb); }
-  // A reaper proved a PTY unit gone: systemd's stop jobs are moving. Every
-  // reaper's no-progress window (kCleanupDeadlineUsec) counts from the last.
-  void NoteUnitGone() noexcept;
-  uint64_t last_unit_gone_usec() const noexcept { return last_unit_gone_usec_; }
+  // systemd's jobs on PTY units are moving: a reaper proved one gone, or
+  // systemd said it removed a watched PTY unit or finished a job on one
+  // (UnitRemoved, JobRemoved: only systemd sends on the direct connection).
+  // Every reaper's no-progress window (kCleanupDeadlineUsec) counts from the
+  // last: in a mass close systemd answers the proofs' GetUnit calls late, once
+  // its job queue drained, but it sends these signals as it goes.
+  void NoteStopProgress() noexcept;
+  uint64_t last_stop_progress_usec() const noexcept { return last_stop_progress_usec_; }
   size_t systemd_appearances() const noexcept { return systemd_appearances_; }
   // The sender systemd's signals carry ("" until connected: then no signal
   // is a hint and only the poll tick re-queries).
@@ -117,7 +121,7 @@ class UnitTracker {
   size_t systemd_appearances_ = 0;
   std::string systemd_owner_;
   uint64_t foreign_signals_ = 0;
-  uint64_t last_unit_gone_usec_ = 0;  // CLOCK_MONOTONIC; 0: none yet
+  uint64_t last_stop_progress_usec_ = 0;  // CLOCK_MONOTONIC; 0: none yet
   uint64_t property_signals_skipped_ = 0;
 };
 
