@@ -29,6 +29,25 @@ struct ReaperTest : TrackerFixture {
         done = true;
         result = st;
       });
+
+  // A mass close of three PTY units: a reaper started on each.
+  const std::vector<std::string> units = {
+      "opencode-pty-00000000000000000000000000000001.service",
+      "opencode-pty-00000000000000000000000000000002.service",
+      "opencode-pty-00000000000000000000000000000003.service"};
+  std::vector<std::unique_ptr<Reaper>> reapers;
+  std::vector<absl::Status> results = std::vector<absl::Status>(units.size(), absl::UnknownError("not done"));
+  std::vector<bool> dones = std::vector<bool>(units.size(), false);
+  void StartMassClose() {
+    for (size_t i = 0; i < units.size(); ++i) {
+      reapers.push_back(std::make_unique<Reaper>(&systemd, &tracker, event.get(), units[i],
+                                                 [this, i](absl::Status st) {
+                                                   dones[i] = true;
+                                                   results[i] = st;
+                                                 }));
+      ASSERT_TRUE(reapers.back()->Start().ok());
+    }
+  }
 };
 
 // A mass close on a slow host: systemd runs the stop jobs one after another,
@@ -36,24 +55,10 @@ struct ReaperTest : TrackerFixture {
 // other PTY units are proven gone the queue moves, and no reaper gives up
 // (here one unit goes every 7 s of 3: the last after 21 s, past 15 s).
 TEST_F(ReaperTest, AMassCloseThatMovesSlowlyIsProvenGoneNotGivenUpOn) {
-  const std::vector<std::string> units = {
-      "opencode-pty-00000000000000000000000000000001.service",
-      "opencode-pty-00000000000000000000000000000002.service",
-      "opencode-pty-00000000000000000000000000000003.service"};
   constexpr int kStepMs = 7000;
   static_assert(3 * kStepMs > int(limits::kCleanupDeadlineUsec / 1000), "the last one needs the extension");
   static_assert(kStepMs < int(limits::kCleanupDeadlineUsec / 1000), "each step is progress");
-  std::vector<std::unique_ptr<Reaper>> reapers;
-  std::vector<absl::Status> results(units.size(), absl::UnknownError("not done"));
-  std::vector<bool> done(units.size(), false);
-  for (size_t i = 0; i < units.size(); ++i) {
-    reapers.push_back(std::make_unique<Reaper>(&systemd, &tracker, event.get(), units[i],
-                                               [&, i](absl::Status st) {
-                                                 done[i] = true;
-                                                 results[i] = st;
-                                               }));
-    ASSERT_TRUE(reapers.back()->Start().ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(StartMassClose());
   auto t0 = std::chrono::steady_clock::now();
   // systemd: every call answered; unit i is gone from (i + 1) steps on.
   ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
@@ -66,7 +71,7 @@ TEST_F(ReaperTest, AMassCloseThatMovesSlowlyIsProvenGoneNotGivenUpOn) {
       bool gone = i < units.size() && ms >= long(i + 1) * kStepMs;
       systemd.AnswerGone(gone);
     }
-    return done[0] && done[1] && done[2];
+    return dones[0] && dones[1] && dones[2];
   }, int(limits::kCleanupHardDeadlineUsec / 1000)));
   for (size_t i = 0; i < units.size(); ++i) EXPECT_TRUE(results[i].ok()) << units[i] << ": " << results[i];
 }
@@ -78,24 +83,10 @@ TEST_F(ReaperTest, AMassCloseThatMovesSlowlyIsProvenGoneNotGivenUpOn) {
 // every proof is answered only after 21 s, past the 15 s window, and a unit
 // is removed every 3 s meanwhile).
 TEST_F(ReaperTest, AMassCloseWhoseProofsAreAnsweredLateIsWaitedForWhileSystemdRemovesUnits) {
-  const std::vector<std::string> units = {
-      "opencode-pty-00000000000000000000000000000001.service",
-      "opencode-pty-00000000000000000000000000000002.service",
-      "opencode-pty-00000000000000000000000000000003.service"};
   constexpr int kAnswersFromMs = 21000;
   constexpr int kRemovalEveryMs = 3000;
   static_assert(kAnswersFromMs > int(limits::kCleanupDeadlineUsec / 1000), "proofs alone come too late");
-  std::vector<std::unique_ptr<Reaper>> reapers;
-  std::vector<absl::Status> results(units.size(), absl::UnknownError("not done"));
-  std::vector<bool> done(units.size(), false);
-  for (size_t i = 0; i < units.size(); ++i) {
-    reapers.push_back(std::make_unique<Reaper>(&systemd, &tracker, event.get(), units[i],
-                                               [&, i](absl::Status st) {
-                                                 done[i] = true;
-                                                 results[i] = st;
-                                               }));
-    ASSERT_TRUE(reapers.back()->Start().ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(StartMassClose());
   auto t0 = std::chrono::steady_clock::now();
   int removals = 0;
   ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
@@ -113,7 +104,7 @@ TEST_F(ReaperTest, AMassCloseWhoseProofsAreAnsweredLateIsWaitedForWhileSystemdRe
       tracker.OnSignal(removed.get());
       ++removals;
     }
-    return done[0] && done[1] && done[2];
+    return dones[0] && dones[1] && dones[2];
   }, int(limits::kCleanupHardDeadlineUsec / 1000)));
   for (size_t i = 0; i < units.size(); ++i) EXPECT_TRUE(results[i].ok()) << units[i] << ": " << results[i];
   EXPECT_GE(removals, kAnswersFromMs / kRemovalEveryMs - 1);
