@@ -2,13 +2,17 @@
 """vm-tests/locks_test.py CTEST BUILD_DIR: every real-systemd suite (a test
 labelled vm) names its target last (.bookworm, .trixie or .vm) and takes that
 target's properties, ${OPENCODE_VM_SUITE_<target>} (top-level CMakeLists.txt):
-the lock vm_harness and RUN_SERIAL (each suite alone on the machine). A suite
-without them could boot beside another suite or beside the CPU-bound tests."""
+its target's lock (the suites of one target one after another, the targets
+side by side) and COST 2000 (started before every other test: each target's
+suites are the test command's longest chains). A suite with another lock
+could boot beside a suite of its own target; one with a lower cost could
+wait behind the unit tests and make the command longer."""
 import json
 import subprocess
 import sys
 
-LOCKS = {"bookworm": "vm_harness", "trixie": "vm_harness", "vm": "vm_harness"}
+LOCKS = {"bookworm": "vm_bookworm", "trixie": "vm_trixie", "vm": "vm_qemu"}
+COST = 2000.0
 
 
 def main():
@@ -27,8 +31,10 @@ def main():
             bad.append("%s: the name does not end in a target (%s)" % (t["name"], ", ".join(LOCKS)))
         elif lock != [LOCKS[target]]:
             bad.append("%s: RESOURCE_LOCK %s, want [%s]" % (t["name"], lock, LOCKS[target]))
-        if props.get("RUN_SERIAL") is not True:
-            bad.append("%s: RUN_SERIAL %s, want true" % (t["name"], props.get("RUN_SERIAL")))
+        if props.get("COST") != COST:
+            bad.append("%s: COST %s, want %s" % (t["name"], props.get("COST"), COST))
+        if props.get("RUN_SERIAL"):
+            bad.append("%s: RUN_SERIAL, want the target's lock only" % t["name"])
     print("real-systemd suites per target: %s" % json.dumps(counts, sort_keys=True))
     for b in bad:
         print(b)
