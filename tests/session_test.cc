@@ -151,6 +151,16 @@ struct SessionTest : ::testing::Test {
   bool ReadUntilEof() {
     return Wait([&] { return !reader.Drain(); });
   }
+  // A connection the authenticator refuses with `code`, read by the client to
+  // its EOF; `lingering` is the shared count of refusals in their lingering
+  // close (null: no cap). False if the EOF never came.
+  [[nodiscard]] bool BeginRefused(ErrorCode code, size_t* lingering = nullptr) {
+    ctx.lingering_refusals = lingering;
+    reader.fd = client.get();
+    auth.code = code;
+    Begin();
+    return ReadUntilEof();
+  }
   std::string Code(const Envelope& e) {
     auto it = e.fields.find("code");
     if (it == e.fields.end()) return "";
@@ -1290,19 +1300,13 @@ TEST_F(SessionTest, APeerExitEndsTheAuthenticationWhileSessionsStream) {
 // ---- refusals before anything is read
 
 TEST_F(SessionTest, UnauthenticatedPeerGetsTheErrorAndNothingIsRead) {
-  reader.fd = client.get();
-  auth.code = ErrorCode::kUnauthenticated;
-  Begin();
-  ASSERT_TRUE(ReadUntilEof());
+  ASSERT_TRUE(BeginRefused(ErrorCode::kUnauthenticated));
   EXPECT_EQ(Code(Terminal()), "unauthenticated");
   EXPECT_EQ(systemd.calls().size(), 0u);
 }
 
 TEST_F(SessionTest, RootIsRefused) {
-  reader.fd = client.get();
-  auth.code = ErrorCode::kRootRefused;
-  Begin();
-  ASSERT_TRUE(ReadUntilEof());
+  ASSERT_TRUE(BeginRefused(ErrorCode::kRootRefused));
   EXPECT_EQ(Code(Terminal()), "root_refused");
 }
 
@@ -1312,11 +1316,7 @@ TEST_F(SessionTest, RootIsRefused) {
 // is taken and given back.
 TEST_F(SessionTest, ARefusalLingersUntilTheClientClosesAndGivesItsSlotBack) {
   size_t lingering = 0;
-  ctx.lingering_refusals = &lingering;
-  reader.fd = client.get();
-  auth.code = ErrorCode::kUnauthenticated;
-  Begin();
-  ASSERT_TRUE(ReadUntilEof());
+  ASSERT_TRUE(BeginRefused(ErrorCode::kUnauthenticated, &lingering));
   EXPECT_EQ(Code(Terminal()), "unauthenticated");
   testing::RunFor(event.get(), 50);
   EXPECT_EQ(obs.finished, 0) << "the connection is held until the client closes";
@@ -1328,11 +1328,7 @@ TEST_F(SessionTest, ARefusalLingersUntilTheClientClosesAndGivesItsSlotBack) {
 
 TEST_F(SessionTest, ARefusalOverTheLingerCapClosesAtOnce) {
   size_t lingering = limits::kMaxLingeringRefusals;
-  ctx.lingering_refusals = &lingering;
-  reader.fd = client.get();
-  auth.code = ErrorCode::kUnauthenticated;
-  Begin();
-  ASSERT_TRUE(ReadUntilEof());
+  ASSERT_TRUE(BeginRefused(ErrorCode::kUnauthenticated, &lingering));
   ASSERT_TRUE(Wait([&] { return obs.finished == 1; })) << "closed without waiting for the client";
   EXPECT_EQ(Code(Terminal()), "unauthenticated");
   EXPECT_EQ(lingering, limits::kMaxLingeringRefusals);
@@ -1340,11 +1336,7 @@ TEST_F(SessionTest, ARefusalOverTheLingerCapClosesAtOnce) {
 
 TEST_F(SessionTest, ARefusedClientThatNeverClosesIsDroppedAtTheLingerDeadline) {
   size_t lingering = 0;
-  ctx.lingering_refusals = &lingering;
-  reader.fd = client.get();
-  auth.code = ErrorCode::kUnauthenticated;
-  Begin();
-  ASSERT_TRUE(ReadUntilEof());
+  ASSERT_TRUE(BeginRefused(ErrorCode::kUnauthenticated, &lingering));
   // The client keeps its end open and says nothing: the deadline ends it.
   ASSERT_TRUE(Wait([&] { return obs.finished == 1; },
                    static_cast<int>(limits::kRefusalLingerUsec / 1000) + 30000));

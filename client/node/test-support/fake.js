@@ -14,6 +14,7 @@ const net = require('net');
 const os = require('os');
 const path = require('path');
 const { protocol } = require('../index.js');
+const { HANG_GUARD_MS } = require('./wait.js');
 
 const HELPER_SOURCE = String.raw`
 import json, os, re, select, socket, stat, struct, sys, time
@@ -131,8 +132,8 @@ class Conn {
   }
   // The notice that names the command's pid once its execve succeeded.
   commandStarted(pid) { return this.event({ type: 'notice', code: 'command_started', pid }); }
-  // Resolves when pred(this) is true.
-  until(pred, what = 'condition', ms = 5000) {
+  // Resolves when pred(this) is true (a hang guard of HANG_GUARD_MS, wait.js).
+  until(pred, what = 'condition', ms = HANG_GUARD_MS) {
     return new Promise((resolve, reject) => {
       const w = { pred, resolve };
       w.timer = setTimeout(() => { this._waiters.splice(this._waiters.indexOf(w), 1); reject(new Error(`fake supervisor: timed out waiting for ${what}`)); }, ms);

@@ -8,25 +8,11 @@ const assert = require('node:assert/strict');
 const nodePty = require('../node-pty.js');
 const { protocol, limits } = require('..');
 const { fakeSupervisor } = require('../test-support/fake.js');
+const { sleep, within, until } = require('../test-support/wait.js');
 
 const { FrameType } = protocol;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function within(promise, ms, what) {
-  let t;
-  return Promise.race([promise, new Promise((_, rej) => {
-    t = setTimeout(() => rej(new Error(`${what}: nothing within ${ms} ms`)), ms);
-  })]).finally(() => clearTimeout(t));
-}
-const exitOf = (pty, ms = 5000) => within(new Promise((r) => pty.onExit(r)), ms, 'onExit');
-
-async function until(pred, what, ms = 5000) {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
-}
+const exitOf = (pty, ms) => within(new Promise((r) => pty.onExit(r)), 'onExit', ms);
 
 const inputOf = (conn) => Buffer.concat(conn.frames.filter((f) => f.type === FrameType.INPUT).map((f) => f.payload));
 
@@ -104,7 +90,7 @@ test('drop-in: input beyond the module\'s queue waits in order instead of throwi
   for (let i = 0; i < total; i++) pty.write(piece);
   assert.deepEqual(errors, []);
   conn.socket.resume();
-  await until(() => inputOf(conn).length === total * piece.length, 'all input', 20000);
+  await until(() => inputOf(conn).length === total * piece.length, 'all input');
   assert.ok(inputOf(conn).equals(Buffer.from(piece.repeat(total))));
   conn.exit(0);
   await exitOf(pty);

@@ -7,16 +7,9 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { spawn, protocol, PtyError } = require('..');
 const { fakeSupervisor, exitOf } = require('../test-support/fake.js');
+const { sleep, until } = require('../test-support/wait.js');
 
 const { FrameType, FrameDecoder, encodeFrame } = protocol;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-async function until(pred, what, ms = 5000) {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
-}
 const sizes = (c) => c.frames.filter((f) => f.type === FrameType.RESIZE)
   .map((f) => [f.payload.readUInt16BE(0), f.payload.readUInt16BE(2), f.payload.length]);
 

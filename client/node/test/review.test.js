@@ -11,25 +11,9 @@ const childProcess = require('child_process');
 const path = require('path');
 const { spawn, protocol, limits } = require('..');
 const { fakeSupervisor, exitOf } = require('../test-support/fake.js');
+const { sleep, within, until } = require('../test-support/wait.js');
 
 const { FrameType } = protocol;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-// Rejects with a message naming `what` if `promise` has not settled in `ms`.
-function within(promise, ms, what) {
-  let t;
-  return Promise.race([promise, new Promise((_, rej) => {
-    t = setTimeout(() => rej(new Error(`${what}: nothing within ${ms} ms`)), ms);
-  })]).finally(() => clearTimeout(t));
-}
-
-async function until(pred, what, ms = 5000) {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
-}
 
 // 1. --------------------------------------------------------------------------
 
@@ -41,7 +25,7 @@ test('1: onExit fires without a data listener; the unread output stays for a lis
   });
   t.after(sup.close);
   const pty = spawn('prog', [], sup.opts());
-  const ev = await within(exitOf(pty), 3000, 'onExit with only an exit listener');
+  const ev = await within(exitOf(pty), 'onExit with only an exit listener');
   assert.deepEqual(ev, { exitCode: 4, signal: null, result: 'exit-code', exact: true, error: null });
   assert.equal(pty.state, 'exited');
   assert.equal(pty.bufferedBytes, 'hello from a command nobody reads\r\n'.length);
@@ -65,7 +49,7 @@ test('1: a data listener still gets every byte before onExit, split characters i
   let out = '';
   pty.onData((d) => { out += d; order.push('data'); });
   pty.onExit(() => order.push('exit'));
-  await within(exitOf(pty), 5000, 'exit');
+  await within(exitOf(pty), 'exit');
   assert.equal(out, text.toString());
   assert.equal(order[order.length - 1], 'exit');
   assert.equal(order.indexOf('exit'), order.length - 1);
@@ -125,7 +109,7 @@ test('2: a write that fails because the supervisor closed keeps the tail of the 
   let later = 'accepted';
   try { pty.write('more'); } catch (e) { later = e.code; }
   pty.resume();
-  const ev = await within(exited, 5000, 'exit');
+  const ev = await within(exited, 'exit');
   assert.equal(ev.error, null, `error ${ev.error && ev.error.code}: ${ev.error && ev.error.message}`);
   assert.equal(ev.exitCode, 3);
   assert.equal(got, tail.length);
@@ -149,7 +133,7 @@ test('2: a write error without an exit envelope ends the session with connection
   pty.write('x');
   await sleep(100);
   pty.resume();
-  const ev = await within(exited, 5000, 'exit');
+  const ev = await within(exited, 'exit');
   assert.equal(out, 'last words');
   assert.equal(ev.error && ev.error.code, 'connection_error');
   assert.match(ev.error.message, /EPIPE|ECONNRESET/);
@@ -199,7 +183,7 @@ test('4: onDrain fires when input queued before started was flushed without a so
   assert.equal(pty.write(big), false, 'above the high-water mark before the helper ran');
   let drained = 0;
   pty.onDrain(() => { drained++; });
-  await within(until(() => drained > 0, 'onDrain', 4000), 5000, 'onDrain');
+  await until(() => drained > 0, 'onDrain');
   await conn.until((c) => c.frames.reduce((n, f) => n + f.payload.length, 0) === big.length, 'all input');
   assert.equal(drained, 1);
   pty.close();
@@ -230,7 +214,7 @@ test('5: write() from a data listener after the exit envelope is ignored, not th
     }
   });
   await until(() => out.length > 0, 'held output');
-  const ev = await within(exited, 3000, 'exit');
+  const ev = await within(exited, 'exit');
   assert.equal(out, 'Continue? [y/n] ');
   assert.deepEqual(threw, []);
   assert.equal(ev.exitCode, 0);
@@ -263,7 +247,7 @@ test('6: close() after exit while paused discards the held output and fires onEx
   await sleep(100);
   assert.ok(pty.bufferedBytes > 0);
   pty.close();
-  const ev = await within(exited, 2000, 'onExit after close()');
+  const ev = await within(exited, 'onExit after close()');
   assert.equal(out, 'seen ');
   assert.equal(pty.bufferedBytes, 0);
   assert.equal(ev.exitCode, 6, 'the exit status the supervisor sent is kept');
@@ -284,7 +268,7 @@ test('7: waitForOutput sees only output since the call and leaves held output to
   await assert.rejects(pty.waitForOutput(/before-the-call/, { timeoutMs: 300 }), { code: 'pattern_timeout' });
   const w = pty.waitForOutput(/after-(\d)/);
   conn.output(Buffer.from('after-7 '));
-  assert.equal((await within(w, 3000, 'waitForOutput'))[1], '7');
+  assert.equal((await within(w, 'waitForOutput'))[1], '7');
   let out = '';
   pty.onData((d) => { out += d; });
   await until(() => out.length >= 'before-the-call after-7 '.length, 'late listener');
@@ -336,7 +320,7 @@ test('node-pty spawn options work unchanged: name xterm-256color and env process
   });
   let out = '';
   pty.onData((d) => { out += d; });
-  const ev = await within(exitOf(pty), 5000, 'exit');
+  const ev = await within(exitOf(pty), 'exit');
   assert.equal(ev.error, null);
   assert.equal(out, '$ ');
   assert.deepEqual(conn.start, { cols: 100, rows: 30, flags: 0, argv: ['prog', '-l'] });
