@@ -1,7 +1,8 @@
 'use strict';
 // vm-tests/node/checks.js: the check library of the JavaScript stand-ins
 // (smoke-cases.js, resize-app.js, signals-app.js, adapter-app.js), the
-// counterpart of vm-tests/lib/check.sh. A check is one JSON line
+// counterpart of vm-tests/lib/check.sh, and the session they open through the
+// module (openSession). A check is one JSON line
 // {name, ok, evidence} appended to the file the suite's shell script turns
 // into PASS/FAIL lines of checks.tsv (written as it happens, so a hang still
 // leaves the evidence before it), and one PASS/FAIL line on stdout.
@@ -43,4 +44,24 @@ function withTimeout(promise, ms, what) {
     .finally(() => clearTimeout(t));
 }
 
-module.exports = { checks, sleep, until, withTimeout };
+// openSession(pty, file, args, opts): one PTY opened with the module under
+// test (`pty` is what the stand-in required), with everything it emits
+// collected: `output` (unless opts.noListener: a case that attaches its own
+// listener late), `notices`, `errors`, `started` (the envelope); `exit`
+// resolves with the exit event, also kept in `ended`; `startedP` with the
+// started envelope, or null when the session ended before it. The other
+// opts go to spawn.
+function openSession(pty, file, args, opts = {}) {
+  const { noListener, ...spawnOpts } = opts;
+  const p = pty.spawn(file, args, spawnOpts);
+  const s = { p, output: '', notices: [], errors: [], started: null, ended: null };
+  p.onStarted((e) => { s.started = e; });
+  p.onNotice((n) => s.notices.push(n));
+  p.onError((e) => s.errors.push(e));
+  s.exit = new Promise((r) => p.onExit((e) => { s.ended = e; r(e); }));
+  s.startedP = new Promise((r) => { p.onStarted(r); p.onExit(() => r(null)); });
+  if (!noListener) p.onData((d) => { s.output += d; });
+  return s;
+}
+
+module.exports = { checks, sleep, until, withTimeout, openSession };

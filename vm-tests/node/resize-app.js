@@ -13,19 +13,11 @@ const pty = require(process.env.OPENCODE_PTY_MODULE);
 const { protocol } = pty;
 const OUT = process.env.OPENCODE_RESIZE_OUT;
 const WORK = process.env.OPENCODE_RESIZE_WORK || '/run/opencode-node-test';
-const { checks, sleep, until } = require('./checks.js');
+const { checks, sleep, until, openSession } = require('./checks.js');
 const { record, exitCode } = checks(OUT);
 
-function open(file, args, opts = {}) {
-  const p = pty.spawn(file, args, { cwd: WORK, ...opts });
-  const s = { p, output: '', errors: [], started: null };
-  p.onStarted((e) => { s.started = e; });
-  p.onError((e) => s.errors.push(e));
-  p.onData((d) => { s.output += d; });
-  s.exit = new Promise((r) => p.onExit(r));
-  s.startedP = new Promise((r) => { p.onStarted(r); p.onExit(() => r(null)); });
-  return s;
-}
+// One PTY through the module, everything it emits collected (checks.js).
+const open = (file, args, opts = {}) => openSession(pty, file, args, { cwd: WORK, ...opts });
 
 // "rows cols" lines printed by `stty size`, in order.
 const sizesIn = (out) => (out.match(/^\d+ \d+\r?$/gm) || []).map((l) => l.trim());

@@ -11,19 +11,11 @@ const pty = require(process.env.OPENCODE_PTY_MODULE);
 
 const OUT = process.env.OPENCODE_SIGNALS_OUT;
 const WORK = process.env.OPENCODE_SIGNALS_WORK || '/run/opencode-node-test';
-const { checks, sleep, until } = require('./checks.js');
+const { checks, sleep, until, openSession } = require('./checks.js');
 const { record, exitCode } = checks(OUT);
 
-function open(file, args, opts = {}) {
-  const p = pty.spawn(file, args, { cwd: WORK, ...opts });
-  const s = { p, output: '', errors: [], notices: [], ended: null };
-  p.onError((e) => s.errors.push(e));
-  p.onNotice((n) => s.notices.push(n));
-  p.onData((d) => { s.output += d; });
-  s.exit = new Promise((r) => p.onExit((e) => { s.ended = e; r(e); }));
-  s.startedP = new Promise((r) => { p.onStarted(r); p.onExit(() => r(null)); });
-  return s;
-}
+// One PTY through the module, everything it emits collected (checks.js).
+const open = (file, args, opts = {}) => openSession(pty, file, args, { cwd: WORK, ...opts });
 
 // The exit event, or, when none came within `ms`, the session closed here
 // (error closed, timedOut set): a hang is a failed check, not a stuck suite.

@@ -41,19 +41,8 @@ const sessionUnits = () => systemctl('list-units', '--all', '--plain', '--no-leg
 const loadState = (unit) => systemctl('show', '-P', 'LoadState', unit);
 const unitGone = (unit, ms = 15000) => until(() => loadState(unit) === 'not-found', ms, 100);
 
-// One PTY through the module, with everything it emits collected.
-function open(file, args, opts = {}) {
-  const { noListener, ...spawnOpts } = opts;
-  const p = pty.spawn(file, args, { cwd: WORK, ...spawnOpts });
-  const s = { p, output: '', notices: [], errors: [], started: null };
-  p.onStarted((e) => { s.started = e; });
-  p.onNotice((n) => s.notices.push(n));
-  p.onError((e) => s.errors.push(e));
-  s.exit = new Promise((r) => p.onExit(r));
-  s.startedP = new Promise((r) => { p.onStarted(r); p.onExit(() => r(null)); });
-  if (!noListener) p.onData((d) => { s.output += d; });
-  return s;
-}
+// One PTY through the module, everything it emits collected (checks.js).
+const open = (file, args, opts = {}) => lib.openSession(pty, file, args, { cwd: WORK, ...opts });
 
 // A connection speaking the protocol by hand: the helper is run exactly like
 // the module runs it, then frames are read and written raw.
