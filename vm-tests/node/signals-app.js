@@ -133,10 +133,23 @@ cases.ctrlc = async () => {
   const prompt = await until(() => q.output.includes('>>> '), 15000);
   const mark = q.output.length;
   q.p.write('\x03');
-  const kbd = await until(() => q.output.slice(mark).includes('KeyboardInterrupt'), 10000);
+  // python's readline loop can miss the wake-up of a SIGINT that lands just
+  // before it blocks in select(): its handler set the flag, and nothing is
+  // printed until the next input is evaluated (seen once on a loaded host:
+  // "KeyboardInterrupt" came only with the next line, which never ran). A
+  // `pass` then shows the KeyboardInterrupt the signal left pending; either
+  // way the Ctrl-C reached python and python went on.
+  const interrupted = () => q.output.slice(mark).includes('KeyboardInterrupt');
+  let kbd = await until(interrupted, 10000);
+  let nudged = false;
+  if (!kbd && q.ended === null) {
+    nudged = true;
+    q.p.write('pass\r');
+    kbd = await until(interrupted, 10000);
+  }
   const running = await stillRunning(q, 500);
   record('ctrlc: python3 -i catches the Ctrl-C (KeyboardInterrupt) and goes on', prompt && kbd && running,
-    { prompt, kbd, running, out: tail(q) });
+    { prompt, kbd, nudged, running, out: tail(q) });
   q.p.write('raise SystemExit(5)\r');
   const qx = await ended(q);
   record('ctrlc: python3 then exits 5 and the exit reports code 5, exact', exited(qx, 5), { exit: shown(qx), out: tail(q) });
