@@ -1,16 +1,16 @@
 """bench/lib/chart.py: the bench's bar charts, drawn with matplotlib (Debian's
-python3-matplotlib; bench/run installs it when missing). A figure has one
-panel per phase the run measured, never an empty one; every panel draws the
-baseline its figure is compared with next to the figure itself.
+python3-matplotlib; bench/run installs it when missing) in the style of
+figstyle.py, which vm-tests/faults/plot.py shares. A figure has one panel per
+phase the run measured, never an empty one; every panel draws the baseline
+its figure is compared with next to the figure itself.
 """
-import matplotlib
+import figstyle
+from figstyle import COLOURS, plt
 
-matplotlib.use("Agg")  # no display on these machines
-import matplotlib.pyplot as plt  # noqa: E402
+save = figstyle.save  # report.py draws and saves through this module
 
 # The baseline's bars are grey, the measured ones coloured, in every panel.
 BASELINE = "#9a9a9a"
-COLOURS = ["#4272c4", "#ed7d31", "#70ad47", "#a569bd", "#5b9bd5", "#c9a000", "#9e480e"]
 
 
 def fmt(v):
@@ -62,24 +62,17 @@ def bars(ax, title, groups, series, values, labels=None, note=None, baseline_gro
             for patch in b:
                 patch.set_hatch("//")
     ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels(groups, fontsize=7)
-    ax.set_title(title, fontsize=10)
+    ax.set_xticklabels(groups)
+    ax.set_title(title)
     if ylabel:
-        ax.set_ylabel(ylabel, fontsize=8)
+        ax.set_ylabel(ylabel)
     if log:
         ax.set_yscale("log")
-    ax.tick_params(axis="y", labelsize=7)
-    ax.grid(axis="y", alpha=0.3)
+    ax.grid(True, axis="y")
     ax.margins(y=0.15)
     if len(series) > 1:
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(loc="upper left")
     if note:
         ax.text(0.99, 0.98, note, transform=ax.transAxes, ha="right", va="top", fontsize=6.5, color="#444444",
                 wrap=True)
 
-
-def save(fig, path):
-    fig.tight_layout(rect=(0, 0, 1, 0.96))
-    # No date or version in the file: the same summary draws the same bytes.
-    fig.savefig(path, dpi=90, metadata={"Software": None})
-    plt.close(fig)

@@ -6,8 +6,10 @@ committed in bench/results), a PNG chart and a Markdown table (printed; with
 The raw records stay in the run's output folder (/var/tmp/opencode-bench-*:
 records.jsonl, env.json, host.json), never in git; --raw-json also writes the
 summary with every record there. --from-summary re-renders the table and the
-chart (and --readme) from a committed summary alone. The chart needs
-matplotlib (bench/lib/chart.py); everything else is the standard library.
+chart (and --readme) from a committed summary alone; without --png it draws
+nothing and does not load matplotlib. The chart needs matplotlib
+(bench/lib/chart.py, imported from this script's own folder, which Python puts
+first on the import path); everything else is the standard library.
 
 Every figure is either a ratio against a baseline from the same run (medians
 over the repeats) or a per-session / per-MiB cost. Nothing is judged here.
@@ -19,9 +21,6 @@ import os
 import re
 import statistics
 import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import chart  # noqa: E402
 
 MIB = 1 << 20
 
@@ -596,6 +595,8 @@ def markdown(s, cmd):
 def draw(s, path):
     """One panel per measured phase (none for a phase the run left out); in
     each the baseline of its figure is drawn grey next to it."""
+    import chart  # matplotlib: only when a chart is asked for (--png)
+
     panels = []
     t = s.get("throughput")
     if t:

@@ -2,11 +2,15 @@
 """vm-tests/faults/plot.py: PNG line charts of the soak and of the fault
 campaign's connection churn, drawn on the host after a run (the guest has no
 bench/ folder) with matplotlib (Debian's python3-matplotlib, as for bench/:
-apt-get install python3-matplotlib). Every panel draws the baseline its
-curves are judged against (the supervisor after the warm-up) as a dashed line.
+apt-get install python3-matplotlib), in the style the bench's charts share
+(bench/lib/figstyle.py: colours, type sizes, how a PNG is saved). Every panel
+draws the baseline its curves are judged against (the supervisor after the
+warm-up) as a dashed line.
 
-  plot.py soak  RESULTS/soak.json   OUT.png
-  plot.py churn RESULTS/faults.json OUT.png [OUT.json]
+  PYTHONPATH=bench/lib vm-tests/faults/plot.py soak  RESULTS/soak.json   OUT.png
+  PYTHONPATH=bench/lib vm-tests/faults/plot.py churn RESULTS/faults.json OUT.png [OUT.json]
+
+(vm-tests/soak and vm-tests/faults/campaign set PYTHONPATH themselves.)
 
 The churn chart also writes OUT.json: the supervisor's descriptors and RSS
 sampled every 0.05 s across all churn rounds, placed on a cycles axis.
@@ -14,12 +18,11 @@ sampled every 0.05 s across all churn rounds, placed on a cycles axis.
 import json
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display on these machines
-import matplotlib.pyplot as plt  # noqa: E402
-
-COLOURS = ["#4272c4", "#ed7d31", "#70ad47", "#a569bd", "#5b9bd5"]
+try:
+    from figstyle import COLOURS, plt, save
+except ImportError as e:
+    sys.exit("plot.py: %s (figstyle.py is in bench/lib, which must be on PYTHONPATH; matplotlib is "
+             "python3-matplotlib)" % e)
 
 
 def line_panel(ax, title, xs, series, xlabel, marks=(), baselines=()):
@@ -35,18 +38,11 @@ def line_panel(ax, title, xs, series, xlabel, marks=(), baselines=()):
     for bi, (name, y) in enumerate(baselines):
         if y is not None:
             ax.axhline(y, color="#666666", linestyle="--", linewidth=1, label=name)
-    ax.set_title(title, fontsize=10)
-    ax.set_xlabel(xlabel, fontsize=8)
-    ax.tick_params(labelsize=7)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
     ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
-
-
-def save(fig, out):
-    fig.tight_layout(rect=(0, 0, 1, 0.96))
-    fig.savefig(out, dpi=90, metadata={"Software": None})
-    plt.close(fig)
+    ax.grid(True)
+    ax.legend(loc="lower right")
 
 
 def soak_png(src, out):
