@@ -198,14 +198,14 @@ inline constexpr uint64_t kUnitStartDeadlineUsec = kBusCallTimeoutUsec + 5ULL * 
 // After the terminal envelope is queued, a client that does not read its last
 // frames (at most the output queue and one envelope) is closed after this.
 inline constexpr uint64_t kTerminalFlushDeadlineUsec = 10ULL * 1000 * 1000;
-// A connection refused while its peer is authenticated ends with a lingering
-// close (docs/PROTOCOL.md section 1): the supervisor waits this long for the
-// client's EOF (a client that reads its envelope closes within milliseconds),
-// and at most kMaxLingeringRefusals such connections wait at a time, so a
-// same-UID connect loop that never closes holds at most that many of the
-// kMaxSessions slots, each for at most this long. Past the cap a refused
-// connection closes at once. The listener's refusals at admission linger the
-// same way, with their own cap of kMaxLingeringRefusals (they hold no slot).
+// A connection refused at admission or while its peer is authenticated ends
+// with a lingering close (docs/PROTOCOL.md section 1; daemon/base/lingerer.h):
+// the supervisor waits this long for the client's EOF (a client that reads its
+// envelope closes within milliseconds), and at most kMaxLingeringRefusals such
+// connections wait at a time, so a same-UID connect loop that never closes
+// holds at most that many descriptors, each for at most this long (a lingering
+// connection holds no kMaxSessions slot: its session has ended). Past the cap
+// a refused connection closes at once.
 inline constexpr uint64_t kRefusalLingerUsec = 2ULL * 1000 * 1000;
 inline constexpr size_t kMaxLingeringRefusals = 64;
 // A lingering close reads at most this many 4 KiB segments per wakeup, so a

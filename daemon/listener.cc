@@ -74,8 +74,8 @@ absl::StatusOr<UniqueFd> Listener::FromSystemd() {
   return UniqueFd(fd);
 }
 
-Listener::Listener(sd_event* event, UniqueFd socket, Delegate* delegate)
-    : event_(event), socket_(std::move(socket)), delegate_(delegate) {}
+Listener::Listener(sd_event* event, UniqueFd socket, Delegate* delegate, Lingerer* lingerer)
+    : event_(event), socket_(std::move(socket)), delegate_(delegate), lingerer_(lingerer) {}
 
 absl::Status Listener::Init() {
   // systemd passes the listening socket in blocking mode; accepting a burst
@@ -225,69 +225,14 @@ void Listener::Refuse(UniqueFd conn, ErrorCode code, std::string_view message) n
   // A fresh socket's send buffer always holds one small envelope; if not,
   // the peer loses the reason, never the refusal.
   (void)send(conn.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  // A lingering close (docs/PROTOCOL.md section 1), so that a client that
-  // has not yet seen its connect complete gets the envelope, not a reset;
-  // past the cap, at once (whatever the peer put in flight is then purged
-  // by the closer).
-  if (!Linger(&conn)) AsyncClose(std::move(conn));
+  // A lingering close, so that a client that has not yet seen its connect
+  // complete gets the envelope, not a reset.
+  lingerer_->Close(std::move(conn));
   // A same-UID connect loop reaches this line at will.
   static LogLimiter limiter;
   LogFields f;
   f.error = code;
   LogLimited(limiter, LOG_WARNING, f, absl::StrCat("connection refused at admission: ", absl::string_view(message.data(), message.size())));
-}
-
-Listener::~Listener() {
-  // A lingering connection may still hold descriptors its client sent, whose
-  // final close can sleep: it runs in the closer, never here (docs/SECURITY.md
-  // "Closing what a peer supplied").
-  for (auto& [key, l] : lingering_) {
-    l->io.reset();
-    l->timer.reset();
-    AsyncClose(std::move(l->conn));
-  }
-}
-
-bool Listener::Linger(UniqueFd* conn) noexcept {
-  if (lingering_.size() >= limits::kMaxLingeringRefusals) return false;
-  auto l = std::make_unique<Lingering>();
-  l->owner = this;
-  sd_event_source* io = nullptr;
-  sd_event_source* timer = nullptr;
-  if (sd_event_add_io(event_, &io, conn->get(), EPOLLIN | EPOLLRDHUP, &Listener::OnLingeringIo, l.get()) < 0)
-    return false;
-  l->io.reset(io);
-  uint64_t now = 0;
-  if (sd_event_now(event_, CLOCK_MONOTONIC, &now) < 0 ||
-      sd_event_add_time(event_, &timer, CLOCK_MONOTONIC, now + limits::kRefusalLingerUsec, 0,
-                        &Listener::OnLingeringTimer, l.get()) < 0)
-    return false;
-  l->timer.reset(timer);
-  (void)shutdown(conn->get(), SHUT_WR);
-  l->conn = std::move(*conn);
-  Lingering* key = l.get();
-  lingering_.emplace(key, std::move(l));
-  return true;
-}
-
-int Listener::OnLingeringIo(sd_event_source* /*s*/, int fd, uint32_t revents, void* userdata) noexcept {
-  auto* l = static_cast<Lingering*>(userdata);
-  if (DiscardUntilEof(fd, revents)) l->owner->EndLingering(l);
-  return 0;
-}
-
-int Listener::OnLingeringTimer(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {
-  auto* l = static_cast<Lingering*>(userdata);
-  l->owner->EndLingering(l);
-  return 0;
-}
-
-void Listener::EndLingering(Lingering* l) noexcept {
-  auto it = lingering_.find(l);
-  if (it == lingering_.end()) return;
-  UniqueFd conn = std::move(it->second->conn);
-  lingering_.erase(it);  // disables and unrefs both sources
-  AsyncClose(std::move(conn));
 }
 
 void Listener::Admit(UniqueFd conn) noexcept {

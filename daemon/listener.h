@@ -3,10 +3,8 @@
 // nonblocking at birth (accept4); a connection beyond kMaxSessions or
 // kMaxPendingHandshakes — or, from kHandshakePressure on, one whose peer pid
 // is not the MainPID of systemd's latest answer — gets one error envelope and
-// ends with a lingering close (at most kMaxLingeringRefusals at a time, each
-// for at most kRefusalLingerUsec; past the cap at once): what the peer sent
-// is read only to be dropped, never parsed; nothing already accepted is
-// affected. The listener never spins: on EMFILE/ENFILE it pauses (timer with
+// goes to the lingerer (base/lingerer.h): what the peer sent is read only to
+// be dropped, never parsed; nothing already accepted is affected. The listener never spins: on EMFILE/ENFILE it pauses (timer with
 // bounded backoff, or until a session frees its descriptors), and after a
 // full burst it yields until idle-priority housekeeping has run. Connections
 // it refuses are closed by the closer thread (async_close.h), and while that
@@ -17,14 +15,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
-#include <memory>
 #include <string_view>
 
 #include "absl/status/statusor.h"
 #include "common/errors.h"
 #include "common/unique_fd.h"
 #include "daemon/auth/main_pid_cache.h"
+#include "daemon/base/lingerer.h"
 #include "daemon/base/sd_ptr.h"
 
 namespace opencode::daemon {
@@ -48,9 +45,8 @@ class Listener {
   // The one socket passed by opencode-pty-supervisor.socket (sd_listen_fds).
   static absl::StatusOr<UniqueFd> FromSystemd();
 
-  Listener(sd_event* event, UniqueFd socket, Delegate* delegate);
-  // Hands every lingering refusal to the closer (async_close.h).
-  ~Listener();
+  // `lingerer` takes the connections it refuses (it must outlive them).
+  Listener(sd_event* event, UniqueFd socket, Delegate* delegate, Lingerer* lingerer);
   absl::Status Init();
   // Accepting starts after start-up recovery and stops at shutdown.
   void Enable(bool enabled) noexcept;
@@ -59,8 +55,6 @@ class Listener {
   void DescriptorsFreed() noexcept;
   // Paused because accept4 ran out of descriptors (tests, STATUS=).
   bool paused() const noexcept { return paused_; }
-  // Connections refused at admission still in their lingering close.
-  size_t lingering() const noexcept { return lingering_.size(); }
 
  private:
   static int OnReadable(sd_event_source* s, int fd, uint32_t revents, void* userdata) noexcept;
@@ -71,18 +65,6 @@ class Listener {
   void Admit(UniqueFd conn) noexcept;
   void Refuse(UniqueFd conn, ErrorCode code, std::string_view message) noexcept;
 
-  // A refused connection in its lingering close: our sending side is shut,
-  // the peer's bytes are read and dropped, and the descriptor goes to the
-  // closer at the peer's EOF or hang-up, or at kRefusalLingerUsec.
-  struct Lingering {
-    Listener* owner;
-    UniqueFd conn;
-    EventSourcePtr io, timer;
-  };
-  static int OnLingeringIo(sd_event_source* s, int fd, uint32_t revents, void* userdata) noexcept;
-  static int OnLingeringTimer(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
-  bool Linger(UniqueFd* conn) noexcept;
-  void EndLingering(Lingering* l) noexcept;
   void Pause() noexcept;
   // The io source is on iff enabled, not paused and not yielding.
   void Apply() noexcept;
@@ -90,14 +72,13 @@ class Listener {
   sd_event* event_;
   UniqueFd socket_;
   Delegate* delegate_;
+  Lingerer* lingerer_;
   EventSourcePtr source_, backoff_, yield_, closer_wake_;
   bool enabled_ = false;
   bool paused_ = false;    // EMFILE/ENFILE: waiting for the timer or a freed descriptor
   bool yielding_ = false;  // a full burst: waiting for the idle-priority turn
   bool closer_behind_ = false;  // the closer thread holds kCloseBacklogPause descriptors
   uint64_t backoff_usec_ = 0;
-  // At most kMaxLingeringRefusals.
-  std::map<Lingering*, std::unique_ptr<Lingering>> lingering_;
 };
 
 }  // namespace opencode::daemon

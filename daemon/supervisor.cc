@@ -23,7 +23,10 @@ LogFields UnitFields(std::string_view unit) {
 }  // namespace
 
 Supervisor::Supervisor(sd_event* event, UniqueFd listen_socket)
-    : event_(event), tracker_(event), listener_(event, std::move(listen_socket), this) {}
+    : event_(event),
+      tracker_(event),
+      lingerer_(event),
+      listener_(event, std::move(listen_socket), this, &lingerer_) {}
 
 // Sessions and reapers go first (they hold slots on the connection), the
 // connection last.
@@ -83,7 +86,7 @@ absl::Status Supervisor::StartCommon() {
   context_.systemd = systemd_.get();
   context_.tracker = &tracker_;
   context_.authenticator = authenticator_.get();
-  context_.lingering_refusals = &lingering_refusals_;
+  context_.lingerer = &lingerer_;
   context_.revision = std::string(SourceRevision());
   context_.source = std::string(SourceSha256());
 

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "common/unique_fd.h"
 #include "daemon/auth/peer_auth.h"
+#include "daemon/base/lingerer.h"
 #include "daemon/base/sd_ptr.h"
 #include "daemon/listener.h"
 #include "daemon/session/session.h"
@@ -89,9 +90,11 @@ class Supervisor final : public Listener::Delegate, public SessionObserver {
   std::unique_ptr<Authenticator> authenticator_;
   UnitTracker tracker_;
   MainPidCache main_pid_cache_;
+  // Before the listener and the sessions, which hand it connections: it is
+  // destroyed after them.
+  Lingerer lingerer_;
   Listener listener_;
   SessionContext context_;
-  size_t lingering_refusals_ = 0;
 
   std::map<Session*, std::unique_ptr<Session>> sessions_;
   std::vector<std::unique_ptr<Session>> finished_;

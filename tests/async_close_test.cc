@@ -164,12 +164,14 @@ struct ListenerCloseTest : AsyncCloseTest {
   void SetUp() override {
     AsyncCloseTest::SetUp();
     ASSERT_TRUE(sock.ok());
-    listener = std::make_unique<Listener>(event.get(), sock.Take(), &admission);
+    lingerer = std::make_unique<Lingerer>(event.get());
+    listener = std::make_unique<Listener>(event.get(), sock.Take(), &admission, lingerer.get());
     ASSERT_TRUE(listener->Init().ok());
     listener->Enable(true);
   }
   void TearDown() override {
     listener.reset();
+    lingerer.reset();
     AsyncCloseTest::TearDown();
   }
   UniqueFd Connect() {
@@ -179,6 +181,7 @@ struct ListenerCloseTest : AsyncCloseTest {
   }
   TempListener sock{512};
   Full admission;
+  std::unique_ptr<Lingerer> lingerer;
   std::unique_ptr<Listener> listener;
 };
 

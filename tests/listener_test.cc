@@ -46,7 +46,7 @@ struct ListenerTest : ::testing::Test {
   void SetUp() override {
     // Blocking, as systemd passes it: the listener must not block the loop.
     ASSERT_TRUE(sock.ok());
-    listener = std::make_unique<Listener>(event.get(), sock.Take(), &admission);
+    listener = std::make_unique<Listener>(event.get(), sock.Take(), &admission, &lingerer);
     ASSERT_TRUE(listener->Init().ok());
     listener->Enable(true);
   }
@@ -67,6 +67,7 @@ struct ListenerTest : ::testing::Test {
   TempListener sock;
   EventPtr event = testing::NewEvent();
   Admission admission;
+  Lingerer lingerer{event.get()};
   std::unique_ptr<Listener> listener;
 };
 
@@ -94,65 +95,23 @@ TEST_F(ListenerTest, RefusesAtTheSessionCap) {
   EXPECT_TRUE(admission.accepted.empty());
 }
 
-// A refusal at admission ends with a lingering close (docs/PROTOCOL.md
-// section 1): envelope and EOF for the client, the descriptor held until the
-// client's own close, nothing it sent left unread; past
-// kMaxLingeringRefusals a refusal closes at once; the deadline ends a client
-// that never closes.
+// A refusal at admission ends with the lingerer's close (docs/PROTOCOL.md
+// section 1; the lingerer's own cap, deadline and shutdown are
+// tests/lingerer_test.cc): envelope and EOF for the client, the descriptor held
+// until the client's own close, nothing it sent left unread.
 TEST_F(ListenerTest, ARefusalAtAdmissionLingersUntilTheClientCloses) {
   admission.sessions = limits::kMaxSessions;
   UniqueFd c = Connect();
-  // More than one wakeup reads (kLingerReadsPerWakeup segments of 4 KiB):
-  // the rest is read at the next ones.
-  std::string blob((limits::kLingerReadsPerWakeup + 2) * 4096, 'u');
+  std::string blob(3 * 4096, 'u');
   ASSERT_EQ(send(c.get(), blob.data(), blob.size(), MSG_NOSIGNAL), static_cast<ssize_t>(blob.size()));
   EXPECT_EQ(RefusalCode(c.get()), "too_many_sessions");
-  EXPECT_EQ(listener->lingering(), 1u);
+  EXPECT_EQ(lingerer.size(), 1u);
   ASSERT_EQ(shutdown(c.get(), SHUT_WR), 0);
-  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return listener->lingering() == 0; }));
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return lingerer.size() == 0; }));
   int err = -1;
   socklen_t len = sizeof err;
   ASSERT_EQ(getsockopt(c.get(), SOL_SOCKET, SO_ERROR, &err, &len), 0);
   EXPECT_EQ(err, 0) << "no reset: what the client sent was read before the close";
-}
-
-TEST_F(ListenerTest, RefusalsPastTheLingerCapCloseAtOnceAndTheDeadlineEndsTheRest) {
-  admission.sessions = limits::kMaxSessions;
-  std::vector<UniqueFd> clients;
-  for (size_t i = 0; i < limits::kMaxLingeringRefusals; ++i) clients.push_back(Connect());
-  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
-    return listener->lingering() == limits::kMaxLingeringRefusals;
-  }));
-  UniqueFd extra = Connect();
-  EXPECT_EQ(RefusalCode(extra.get()), "too_many_sessions") << "closed at once, still with its envelope";
-  EXPECT_EQ(listener->lingering(), limits::kMaxLingeringRefusals);
-  // None of the clients closes: the linger deadline ends every one.
-  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return listener->lingering() == 0; },
-                                static_cast<int>(limits::kRefusalLingerUsec / 1000) + 30000));
-}
-
-// A listener destroyed while a refusal lingers (the supervisor's shutdown)
-// hands the connection to the closer: the client's unread descriptor is a
-// lingering TCP socket whose final close sleeps (the closer's defusing is off
-// here), so an inline close would hold the destructor for 30 s and leave the
-// backlog where it was.
-TEST_F(ListenerTest, DestroyingTheListenerClosesLingeringRefusalsInTheCloser) {
-  ASSERT_TRUE(StartAsyncClose().ok());
-  AsyncCloseSetDefuseForTesting(false);
-  testing::LingeringSocket lingering(30);
-  ASSERT_TRUE(lingering.ok());
-  admission.sessions = limits::kMaxSessions;
-  UniqueFd c = Connect();
-  EXPECT_EQ(RefusalCode(c.get()), "too_many_sessions");
-  ASSERT_EQ(listener->lingering(), 1u);
-  // In flight and unread: the listener goes before its next wakeup.
-  ASSERT_EQ(SendWithFd(c.get(), "x", 1, lingering.client()), 1);
-  lingering.Release();
-  size_t before = AsyncCloseBacklog();
-  listener.reset();
-  EXPECT_GE(AsyncCloseBacklog(), before + 1) << "the close waits in the closer, not in the destructor";
-  lingering.ResetPeer();
-  AsyncCloseSetDefuseForTesting(true);
 }
 
 TEST_F(ListenerTest, AcceptBurstIsBounded) {
@@ -337,7 +296,8 @@ TEST(ListenerOptions, ThePassOptionsOfTheListeningSocketAreCleared) {
   UniqueFd watch(fcntl(l.get(), F_DUPFD_CLOEXEC, 0));
   EventPtr event = testing::NewEvent();
   Admission admission;
-  Listener listener(event.get(), std::move(l), &admission);
+  Lingerer lingerer(event.get());
+  Listener listener(event.get(), std::move(l), &admission, &lingerer);
   ASSERT_TRUE(listener.Init().ok());
   listener.Enable(true);
   for (int option : {SO_PASSCRED, SO_PASSSEC, kSoPassPidfd}) {

@@ -152,10 +152,10 @@ struct SessionTest : ::testing::Test {
     return Wait([&] { return !reader.Drain(); });
   }
   // A connection the authenticator refuses with `code`, read by the client to
-  // its EOF; `lingering` is the shared count of refusals in their lingering
-  // close (null: no cap). False if the EOF never came.
-  [[nodiscard]] bool BeginRefused(ErrorCode code, size_t* lingering = nullptr) {
-    ctx.lingering_refusals = lingering;
+  // its EOF; `lingerer` takes the connection once its envelope is out (null:
+  // it closes at once). False if the EOF never came.
+  [[nodiscard]] bool BeginRefused(ErrorCode code, Lingerer* lingerer = nullptr) {
+    ctx.lingerer = lingerer;
     reader.fd = client.get();
     auth.code = code;
     Begin();
@@ -1310,37 +1310,37 @@ TEST_F(SessionTest, RootIsRefused) {
   EXPECT_EQ(Code(Terminal()), "root_refused");
 }
 
-// A refused connection's lingering close (docs/PROTOCOL.md section 1): the
-// client reads the envelope and EOF, the supervisor keeps the descriptor
-// until the client's own close, and the shared count of lingering refusals
-// is taken and given back.
-TEST_F(SessionTest, ARefusalLingersUntilTheClientClosesAndGivesItsSlotBack) {
-  size_t lingering = 0;
-  ASSERT_TRUE(BeginRefused(ErrorCode::kUnauthenticated, &lingering));
+// A refused connection's lingering close (docs/PROTOCOL.md section 1): once
+// the envelope is out, the session hands its connection to the lingerer and
+// ends at once (it holds no kMaxSessions slot while the client takes its
+// time); the client reads the envelope and EOF, and the lingerer keeps the
+// descriptor until the client's own close (its cap and deadline:
+// tests/lingerer_test.cc).
+TEST_F(SessionTest, ARefusalGoesToTheLingererAndTheSessionEndsAtOnce) {
+  Lingerer lingerer(event.get());
+  ASSERT_TRUE(BeginRefused(ErrorCode::kUnauthenticated, &lingerer));
   EXPECT_EQ(Code(Terminal()), "unauthenticated");
-  testing::RunFor(event.get(), 50);
-  EXPECT_EQ(obs.finished, 0) << "the connection is held until the client closes";
-  EXPECT_EQ(lingering, 1u);
-  client.reset();
   ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
-  EXPECT_EQ(lingering, 0u);
+  EXPECT_EQ(lingerer.size(), 1u) << "the connection is held until the client closes";
+  client.reset();
+  ASSERT_TRUE(Wait([&] { return lingerer.size() == 0; }));
 }
 
-TEST_F(SessionTest, ARefusalOverTheLingerCapClosesAtOnce) {
-  size_t lingering = limits::kMaxLingeringRefusals;
-  ASSERT_TRUE(BeginRefused(ErrorCode::kUnauthenticated, &lingering));
-  ASSERT_TRUE(Wait([&] { return obs.finished == 1; })) << "closed without waiting for the client";
-  EXPECT_EQ(Code(Terminal()), "unauthenticated");
-  EXPECT_EQ(lingering, limits::kMaxLingeringRefusals);
-}
-
-TEST_F(SessionTest, ARefusedClientThatNeverClosesIsDroppedAtTheLingerDeadline) {
-  size_t lingering = 0;
-  ASSERT_TRUE(BeginRefused(ErrorCode::kUnauthenticated, &lingering));
-  // The client keeps its end open and says nothing: the deadline ends it.
-  ASSERT_TRUE(Wait([&] { return obs.finished == 1; },
-                   static_cast<int>(limits::kRefusalLingerUsec / 1000) + 30000));
-  EXPECT_EQ(lingering, 0u);
+// An error after the peer was authenticated (here: a first segment without
+// the START frame's descriptor) is not a refusal of the peer: the connection
+// closes at once.
+TEST_F(SessionTest, AnErrorAfterAuthenticationDoesNotLinger) {
+  Lingerer lingerer(event.get());
+  ctx.lingerer = &lingerer;
+  reader.fd = client.get();
+  Begin();
+  std::string f;
+  AppendFrame(FrameType::kInput, std::string_view("x"), &f);
+  ASSERT_EQ(send(client.get(), f.data(), f.size(), MSG_NOSIGNAL), static_cast<ssize_t>(f.size()));
+  ASSERT_TRUE(ReadUntilEof());
+  EXPECT_EQ(Code(Terminal()), "no_descriptor");
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
+  EXPECT_EQ(lingerer.size(), 0u);
 }
 
 // ---- START frame cases: each gets its error envelope, no unit is created

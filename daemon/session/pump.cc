@@ -175,9 +175,11 @@ void Pump::QueueTerminal(std::string_view json) noexcept {
   Update();
 }
 
-void Pump::CloseConnection() noexcept {
+void Pump::CloseConnection() noexcept { AsyncClose(ReleaseConnection()); }
+
+UniqueFd Pump::ReleaseConnection() noexcept {
   conn_source_.reset();
-  AsyncClose(std::move(conn_));
+  UniqueFd conn = std::move(conn_);
   WipeRx();
   env_.clear();
   out_.clear();
@@ -186,6 +188,7 @@ void Pump::CloseConnection() noexcept {
   current_left_ = 0;
   client_gone_ = true;
   Update();
+  return conn;
 }
 
 size_t Pump::MemoryBytes() const noexcept {
@@ -199,7 +202,7 @@ bool Pump::conn_reading() const noexcept { return IoEnabledFor(conn_source_.get(
 void Pump::Update() noexcept {
   if (conn_source_) {
     uint32_t ev = 0;
-    if ((!client_eof_ || lingering_) && !client_gone_) {
+    if (!client_eof_ && !client_gone_) {
       switch (mode_) {
         case Mode::kHold:
           ev = EPOLLRDHUP;
@@ -238,7 +241,6 @@ int Pump::OnConnIo(sd_event_source* /*s*/, int /*fd*/, uint32_t revents, void* u
 }
 
 void Pump::HandleConn(uint32_t revents) noexcept {
-  if (lingering_) return Linger(revents);
   // A full hang-up or error: nothing can be delivered any more; frames still
   // unread are moot because the session ends with the connection.
   if (revents & (EPOLLHUP | EPOLLERR)) return ClientGone();
@@ -262,8 +264,7 @@ void Pump::HandleConn(uint32_t revents) noexcept {
   }
   // Half-close seen while not reading (holding, paused or blocked): the
   // client ended the session; what it sent after the blockage is moot.
-  // (Before a lingering close, DRAINING reads on: Discard sees the EOF.)
-  if ((revents & EPOLLRDHUP) && !client_eof_ && !linger_on_close_) {
+  if ((revents & EPOLLRDHUP) && !client_eof_) {
     client_eof_ = true;
     Update();
     delegate_->OnClientEof();
@@ -379,32 +380,6 @@ void Pump::Discard() noexcept {
     client_eof_ = true;
     Update();
   }
-}
-
-// The lingering close of a refused connection: the terminal envelope is
-// written, our sending side is shut (the client reads the envelope, then
-// EOF), and the descriptor is closed once the client's EOF was read. A
-// client that has not yet seen its connect complete when a full hang-up
-// arrives may report the connection reset and drop the envelope (Bun
-// 1.4.5 does); a half-close followed by the client's own close never
-// looks like a reset. The session's kRefusalLingerUsec deadline bounds the
-// wait.
-void Pump::BeginLingeringClose() noexcept {
-  (void)shutdown(conn_.get(), SHUT_WR);
-  lingering_ = true;
-  if (client_eof_) return Linger(0);
-  Update();
-}
-
-// Reads and drops what the client sent, a bounded number of segments per
-// wakeup (descriptors go to the closer). Its EOF, or a hang-up or error once
-// the queue is empty, ends the lingering close.
-void Pump::Linger(uint32_t revents) noexcept {
-  if (!DiscardUntilEof(conn_.get(), revents)) return;
-  lingering_ = false;
-  client_eof_ = true;
-  Update();
-  return delegate_->OnFlushed();
 }
 
 void Pump::ProcessFrames() noexcept {
@@ -524,7 +499,6 @@ void Pump::WriteConn() noexcept {
       terminal_written_ += written;
       if (terminal_written_ == terminal_.size() && !flushed_sent_) {
         flushed_sent_ = true;
-        if (linger_on_close_) return BeginLingeringClose();
         Update();
         delegate_->OnFlushed();
         return;

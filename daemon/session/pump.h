@@ -83,11 +83,6 @@ class Pump {
   // The last envelope (exit or error): written after all queued output and
   // envelopes, then OnFlushed(); reading switches to discard.
   void QueueTerminal(std::string_view json) noexcept;
-  // For a connection refused before its session began: after the terminal
-  // envelope, shut our sending side and close only once the client's EOF
-  // was read (or the session's kRefusalLingerUsec deadline dropped the
-  // client), so the client never sees a reset (BeginLingeringClose).
-  void LingerOnClose() noexcept { linger_on_close_ = true; }
 
   // The command ended: queued input is dropped and INPUT frames are read and
   // discarded from now on (the session still decodes control frames).
@@ -97,6 +92,8 @@ class Pump {
   void PauseInput(bool paused) noexcept;
   // Drops the client connection (after OnFlushed or OnClientGone).
   void CloseConnection() noexcept;
+  // The same, but hands the connection to the caller (a lingering close).
+  UniqueFd ReleaseConnection() noexcept;
 
   bool connected() const noexcept { return conn_.valid(); }
   bool output_complete() const noexcept { return pty_eof_ && out_.empty(); }
@@ -126,8 +123,6 @@ class Pump {
   void WipeRx() noexcept;
   void ReadRunning() noexcept;
   void Discard() noexcept;
-  void BeginLingeringClose() noexcept;
-  void Linger(uint32_t revents) noexcept;
   void ProcessFrames() noexcept;
   void WriteConn() noexcept;
   void ReadPty() noexcept;
@@ -179,8 +174,6 @@ class Pump {
   bool pty_detached_ = false;
   bool output_complete_sent_ = false;
   bool flushed_sent_ = false;
-  bool linger_on_close_ = false;
-  bool lingering_ = false;  // terminal written, waiting for the client's EOF
 };
 
 }  // namespace opencode::daemon

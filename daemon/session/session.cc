@@ -74,7 +74,6 @@ Session::Session(const SessionContext& ctx, SessionObserver* observer, UniqueFd 
 // The connection (before the pump takes it) and our end of the PTY stream are
 // writable by unprivileged processes: closed off the loop (async_close.h).
 Session::~Session() {
-  ReleaseLingerSlot();
   AsyncClose(std::move(initial_conn_));
   AsyncClose(std::move(pty_stream_));
   AsyncClose(std::move(pending_dir_));
@@ -618,12 +617,10 @@ void Session::Fail(ErrorCode code, std::string_view detail) noexcept {
   ReleaseAllButTheConnection();
   // Refused before its session began: the client may not have seen its
   // connect complete yet; the connection ends with a lingering close.
-  bool linger = state_ == State::kAuthenticating && TakeLingerSlot();
-  if (linger) pump_->LingerOnClose();
+  refused_ = state_ == State::kAuthenticating;
   EnvelopeWriter w("error");
   w.Str("code", ErrorCodeName(code)).Str("message", ClientMessage(code));
   QueueTerminal(w.Finish());
-  if (linger) Arm(Deadline::kFlush, limits::kRefusalLingerUsec);
   BeginReap();
   MaybeFinish();
 }
@@ -648,25 +645,12 @@ void Session::OnClientEof() noexcept {
 
 void Session::OnClientGone() noexcept { DropClient(); }
 
-bool Session::TakeLingerSlot() noexcept {
-  if (ctx_.lingering_refusals != nullptr) {
-    if (*ctx_.lingering_refusals >= limits::kMaxLingeringRefusals) return false;
-    ++*ctx_.lingering_refusals;
-  }
-  lingering_ = true;
-  return true;
-}
-
-void Session::ReleaseLingerSlot() noexcept {
-  if (!lingering_) return;
-  lingering_ = false;
-  if (ctx_.lingering_refusals != nullptr) --*ctx_.lingering_refusals;
-}
-
 void Session::OnFlushed() noexcept {
-  ReleaseLingerSlot();
   Arm(Deadline::kNone, 0);
-  pump_->CloseConnection();
+  if (refused_ && ctx_.lingerer != nullptr)
+    ctx_.lingerer->Close(pump_->ReleaseConnection());
+  else
+    pump_->CloseConnection();
   MaybeFinish();
 }
 
@@ -687,7 +671,6 @@ void Session::DropClient() noexcept {
   if (client_gone_) return;
   client_gone_ = true;
   if (!terminal_queued_) Log(LOG_INFO, Fields(), "client disconnected");
-  ReleaseLingerSlot();
   ReleaseAllButTheConnection();
   pump_->CloseConnection();
   Arm(Deadline::kNone, 0);

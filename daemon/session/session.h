@@ -21,6 +21,7 @@
 #include "common/unique_fd.h"
 #include "daemon/auth/peer_auth.h"
 #include "daemon/base/journal.h"
+#include "daemon/base/lingerer.h"
 #include "daemon/base/sd_ptr.h"
 #include "daemon/session/exit_report.h"
 #include "daemon/session/pump.h"
@@ -44,9 +45,9 @@ struct SessionContext {
   Authenticator* authenticator = nullptr;
   std::string revision;  // 40 hex (source_identity.h)
   std::string source;    // 64 hex
-  // Refused connections in their lingering close, shared by every session
-  // (at most kMaxLingeringRefusals); null: no cap (tests).
-  size_t* lingering_refusals = nullptr;
+  // Takes a connection refused while its peer was authenticated, once its
+  // error envelope is out; null: such a connection closes at once (tests).
+  Lingerer* lingerer = nullptr;
 };
 
 class SessionObserver {
@@ -128,8 +129,6 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   void MaybeFinish() noexcept;
   void SetState(State s) noexcept;
   void Arm(Deadline kind, uint64_t usec) noexcept;
-  bool TakeLingerSlot() noexcept;
-  void ReleaseLingerSlot() noexcept;
   static int OnDeadline(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
   static int OnPeerExit(sd_event_source* s, int fd, uint32_t revents, void* userdata) noexcept;
   void Notice(std::string_view code, std::string_view signal = {}) noexcept;
@@ -198,7 +197,9 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   bool terminal_queued_ = false;
   bool client_gone_ = false;
   bool finished_ = false;
-  bool lingering_ = false;  // counted in *ctx_.lingering_refusals
+  // Refused while its peer was authenticated: once the error envelope is
+  // out, the connection goes to ctx_.lingerer instead of the closer.
+  bool refused_ = false;
 };
 
 }  // namespace opencode::daemon
