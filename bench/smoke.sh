@@ -11,9 +11,14 @@
 # --from-summary). Only the newest run's chart is drawn from its summary,
 # beside the fixtures' charts drawn from raw records: matplotlib is most of
 # this test's time, and the older summaries go through the same drawing code,
-# so they are parsed and their tables re-rendered, not drawn. The charts need
-# matplotlib in Debian's Python (python3-matplotlib, from tools/install-deps);
-# without it this test fails and says so.
+# so they are parsed and their tables re-rendered, not drawn. It also draws
+# vm-tests/faults/plot.py's two charts, which share bench/lib/figstyle.py,
+# from small fixtures (bench/tests/fixture/plot: a soak.json and a
+# faults.json with the churn case), checks the churn chart's OUT.json against
+# the fixture, and that plot.py without bench/lib on PYTHONPATH stops with
+# its message. The charts need matplotlib in Debian's Python
+# (python3-matplotlib, from tools/install-deps); without it this test fails
+# and says so.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 latest=$(ls "$here"/results/*.json 2>/dev/null | sort | tail -n 1)
@@ -150,6 +155,60 @@ assert len(rows) == 6 and "human" in rows[0] and "fast" in rows[1], rows[:2]
 PY
 then ok "interactive fixture: percentiles, throughput, CPU per MiB and ratios agree with the raw records"
 else ko "interactive fixture: percentiles, throughput, CPU per MiB and ratios agree with the raw records"; fi
+
+# --- vm-tests/faults/plot.py: the soak and churn charts, in figstyle's style ----------
+# Its only callers are the VM suites (vm-tests/soak, vm-tests/faults/campaign),
+# which draw on the host after a run: nothing else in the test command would
+# see a break in plot.py or in its use of bench/lib/figstyle.py. The fixtures
+# (bench/tests/fixture/plot, see its README) have the shape soak.py and
+# faults.py write; they are drawn as those callers draw them.
+plot=$here/../vm-tests/faults/plot.py fp=$here/tests/fixture/plot
+if PYTHONPATH=$here/lib "$PY" "$plot" soak "$fp/soak.json" "$tmp/soak.png"; then ok "plot.py soak: drawn from the fixture"
+else ko "plot.py soak: drawn from the fixture"; fi
+if is_png "$tmp/soak.png"; then ok "plot.py soak: chart is a PNG"; else ko "plot.py soak: chart is a PNG"; fi
+if PYTHONPATH=$here/lib "$PY" "$plot" churn "$fp/faults.json" "$tmp/churn.png" "$tmp/churn.json"; then
+  ok "plot.py churn: drawn from the fixture"
+else
+  ko "plot.py churn: drawn from the fixture"
+fi
+if is_png "$tmp/churn.png"; then ok "plot.py churn: chart is a PNG"; else ko "plot.py churn: chart is a PNG"; fi
+# OUT.json is what plot.py's docstring promises (the samples on a cycles
+# axis), recomputed here from faults.json independently of churn_data().
+if python3 - "$fp/faults.json" "$tmp/churn.json" <<'PY'
+import json, sys
+r, d = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+case = r["cases"]["churn"]
+reps = case["repetitions"]
+want = {"seed", "cycles", "rounds", "baseline", "after_each_round", "round_starts", "cycles_axis", "fds", "RssAnon", "VmRSS"}
+assert set(d) == want, sorted(set(d) ^ want)
+sizes = [rep["app_cycles"] + rep["root_cycles"] for rep in reps]
+starts = [sum(sizes[:i]) for i in range(len(sizes))]
+assert d["seed"] == r["seed"] and d["rounds"] == len(reps) and d["cycles"] == sum(sizes), (d["seed"], d["rounds"], d["cycles"])
+assert d["round_starts"] == starts, d["round_starts"]
+keys = ("fds", "RssAnon", "VmRSS")
+assert d["baseline"] == {k: case["baseline"][k] for k in keys}, d["baseline"]
+assert d["after_each_round"] == [{k: rep["invariant"][k] for k in keys} for rep in reps], d["after_each_round"]
+samples = [(i, s) for i, rep in enumerate(reps) for s in rep["samples"] if "fds" in s and "t" in s]
+assert samples and all(len(d[k]) == len(samples) for k in ("cycles_axis",) + keys), [len(d[k]) for k in ("cycles_axis",) + keys]
+for k in keys:
+    assert d[k] == [s.get(k) for _, s in samples], k
+for x, (i, _) in zip(d["cycles_axis"], samples):
+    assert starts[i] <= x <= starts[i] + sizes[i], (x, i)
+assert d["cycles_axis"] == sorted(d["cycles_axis"]), "the cycles axis goes back"
+PY
+then ok "plot.py churn: OUT.json has the promised fields, every sample on its round's stretch of the cycles axis"
+else ko "plot.py churn: OUT.json has the promised fields, every sample on its round's stretch of the cycles axis"; fi
+# Without bench/lib on the path plot.py must stop with its message naming the
+# folder (what a caller that forgot PYTHONPATH sees), not a traceback or a chart.
+rm -f "$tmp/nopath.png"
+if env -u PYTHONPATH "$PY" "$plot" soak "$fp/soak.json" "$tmp/nopath.png" 2> "$tmp/nopath.err"; then
+  ko "plot.py without bench/lib on PYTHONPATH: exits non-zero (it exited 0)"
+elif grep -q "figstyle.py is in bench/lib, which must be on PYTHONPATH" "$tmp/nopath.err" && ! grep -q Traceback "$tmp/nopath.err" &&
+     [ ! -e "$tmp/nopath.png" ]; then
+  ok "plot.py without bench/lib on PYTHONPATH: exits non-zero with its message, no chart"
+else
+  ko "plot.py without bench/lib on PYTHONPATH: exits non-zero with its message, no chart: $(head -c 300 "$tmp/nopath.err")"
+fi
 
 # --- every committed run: a small summary that re-renders alone -------------------
 # Every run's table; the newest run's chart too (see the opening comment).
