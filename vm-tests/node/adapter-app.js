@@ -38,12 +38,9 @@ function open(file, args, extra = {}) {
   return s;
 }
 
-function guard(promise, what) {
-  let t;
-  return Promise.race([promise, new Promise((resolve) => {
-    t = setTimeout(() => resolve({ timeout: what }), GUARD_MS);
-  })]).finally(() => clearTimeout(t));
-}
+// The case's promise (an exit: it never rejects), or { timeout: what } for
+// the case's check to report.
+const guard = (promise, what) => lib.withTimeout(promise, GUARD_MS, what).catch(() => ({ timeout: what }));
 
 const until = (pred) => lib.until(pred, GUARD_MS, 10);
 
