@@ -386,6 +386,35 @@ TEST_F(PumpTest, LargestStartFrameFitsTheHandshakeBuffer) {
   EXPECT_LE(pump->MemoryBytes(), limits::kSessionMemoryCap);
 }
 
+// SIGNAL, STOP and EOF may each queue a notice: while the notice queue has
+// no room for one (the client does not read), they wait undecoded, and they
+// are taken once the client has read.
+TEST_F(PumpTest, AControlFrameWaitsUntilItsNoticeHasRoom) {
+  Make(Pump::Mode::kRunning);
+  AttachPty();
+  // Output the client does not read fills its socket and then the output
+  // queue (the pump stops reading the PTY): nothing more can be written.
+  std::string chunk(65536, 'o');
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    (void)send(unit.get(), chunk.data(), chunk.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    return !pump->pty_reading();
+  }));
+  std::string big = R"({"type":"notice","code":")" + std::string(limits::kMaxEnvelopeBytes - 40, 'n') + "\"}";
+  while (pump->QueueEnvelope(big)) {
+  }
+  SendAll(client.get(), Frame(FrameType::kSignal, std::string(1, '\x02')) + Frame(FrameType::kEof, ""));
+  testing::RunFor(event.get(), 100);
+  EXPECT_TRUE(rec.controls.empty()) << "no room for their notices: the frames wait";
+  EXPECT_TRUE(rec.errors.empty());
+  ClientReader reader(client.get());
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    reader.Drain();
+    return rec.controls.size() == 2;
+  }));
+  EXPECT_EQ(rec.controls[0], std::make_pair(FrameType::kSignal, uint8_t{2}));
+  EXPECT_EQ(rec.controls[1].first, FrameType::kEof);
+}
+
 TEST_F(PumpTest, EnvelopeReserveAndTerminalAlwaysFits) {
   Make(Pump::Mode::kRunning);
   std::string big = R"({"type":"notice","code":")" + std::string(limits::kMaxEnvelopeBytes - 40, 'n') + "\"}";

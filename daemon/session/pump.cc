@@ -382,15 +382,21 @@ void Pump::Discard() noexcept {
   }
 }
 
+// A control frame may queue one notice: it is taken only while the notice
+// queue has room for one (the terminal envelope has its own reserve); else
+// decoding stops (blocked) until the client has read.
+bool Pump::RoomForNotice() noexcept {
+  if (env_.free() >= kTerminalReserve) return true;
+  blocked_ = true;
+  return false;
+}
+
 void Pump::ProcessFrames() noexcept {
   blocked_ = false;
   while (mode_ == Mode::kRunning && !paused_ && conn_ && !client_gone_) {
     DecodeResult d = DecodeFrame(Direction::kFromClient, rx_.readable());
     if (d.status == DecodeResult::Status::kNeedMore) break;
     if (d.status == DecodeResult::Status::kError) return ClientError(d.error);
-    // Control frames may queue one notice; keep room for it (the terminal
-    // envelope has its own reserve).
-    bool notice_room = env_.free() >= kTerminalReserve;
     switch (d.type) {
       case FrameType::kInput: {
         if (input_eof_) return ClientError(ErrorCode::kProtocolState);
@@ -408,10 +414,7 @@ void Pump::ProcessFrames() noexcept {
       case FrameType::kSignal: {
         uint8_t signo = d.payload[0];
         if (SignalName(signo).empty()) return ClientError(ErrorCode::kBadSignal);
-        if (!notice_room) {
-          blocked_ = true;
-          break;
-        }
+        if (!RoomForNotice()) break;
         rx_.consume(d.consumed);
         delegate_->OnControlFrame(FrameType::kSignal, signo);
         continue;
@@ -420,10 +423,7 @@ void Pump::ProcessFrames() noexcept {
       case FrameType::kEof: {
         FrameType type = d.type;
         if (type == FrameType::kEof && input_eof_) return ClientError(ErrorCode::kProtocolState);
-        if (!notice_room) {
-          blocked_ = true;
-          break;
-        }
+        if (!RoomForNotice()) break;
         rx_.consume(d.consumed);
         if (type == FrameType::kEof) {
           input_eof_ = true;

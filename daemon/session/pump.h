@@ -123,6 +123,7 @@ class Pump {
   void WipeRx() noexcept;
   void ReadRunning() noexcept;
   void Discard() noexcept;
+  bool RoomForNotice() noexcept;
   void ProcessFrames() noexcept;
   void WriteConn() noexcept;
   void ReadPty() noexcept;
