@@ -6,10 +6,13 @@
 // connects, never opens or resolves a path and never executes anything, and it
 // fails closed with a distinct status (docs/SECURITY.md) on the first surprise.
 //
-// Usage: opencode-pty-client [--cols N] [--rows N] [--env] -- PROGRAM [ARG...]
+// Usage: opencode-pty-client [--cols N] [--rows N] [--env]
+//            [--detach SECONDS [--scrollback BYTES]] -- PROGRAM [ARG...]
 // --env sets START's flag "an ENV frame follows": the application itself then
 // sends the ENV frame on its socket after this helper exited 0; the helper
-// never sees the environment overlay.
+// never sees the environment overlay. --detach sets START's flag "detachable"
+// and appends the grace period and the ring size (--scrollback, default
+// kDefaultScrollbackBytes) to the payload (docs/PROTOCOL.md section 10.1).
 
 #include <fcntl.h>
 #include <poll.h>
@@ -59,7 +62,13 @@ enum Exit : int {
   kExitEncode = 26,          // the codec refused for another reason (a bug)
   kExitPeerClosed = 27,      // the supervisor end is gone (EPIPE/ECONNRESET)
   kExitSend = 28,            // sendmsg/send/poll failed otherwise
+  kExitBadDetach = 29,       // --detach not a decimal in 1..kMaxDetachGraceSec
+  kExitBadScrollback = 30,   // --scrollback not a decimal in kMin..kMaxScrollbackBytes, or without --detach
 };
+
+constexpr char kUsage[] =
+    "usage: opencode-pty-client [--cols N] [--rows N] [--env] "
+    "[--detach SECONDS [--scrollback BYTES]] -- PROGRAM [ARG...]";
 
 constexpr int kSocketFd = 3;
 constexpr int kDirFd = 4;
@@ -141,6 +150,21 @@ int CheckNoForeignFds() {
   return kExitOk;
 }
 
+// The one spelling of --detach's and --scrollback's values: decimal, no sign,
+// no leading zero, within [min, max] (common/dimension.h's rule, wider range).
+// Digits are counted so that no value can overflow the accumulator.
+bool ParseBounded(const char* s, uint32_t min, uint32_t max, uint32_t* out) {
+  if (s[0] < '1' || s[0] > '9') return false;
+  uint64_t v = 0;
+  for (const char* p = s; *p != '\0'; ++p) {
+    if (*p < '0' || *p > '9' || p - s >= 10) return false;
+    v = v * 10 + uint64_t(*p - '0');
+  }
+  if (v < min || v > max) return false;
+  *out = uint32_t(v);
+  return true;
+}
+
 int ExitForCodec(ErrorCode e) {
   switch (e) {
     case ErrorCode::kBadArgc: return Fail(kExitArgc, "too many arguments");
@@ -208,7 +232,8 @@ int main(int argc, char** argv) {
   if (int r = CheckNoForeignFds(); r != kExitOk) return r;
 
   uint16_t cols = limits::kDefaultCols, rows = limits::kDefaultRows;
-  bool have_cols = false, have_rows = false, env = false;
+  opencode::DetachOptions detach;  // grace_sec 0: not detachable
+  bool have_cols = false, have_rows = false, env = false, have_scrollback = false;
   int i = 1;
   for (; i < argc; i += 2) {
     if (strcmp(argv[i], "--") == 0) break;
@@ -219,21 +244,39 @@ int main(int argc, char** argv) {
     }
     bool is_cols = strcmp(argv[i], "--cols") == 0;
     bool is_rows = strcmp(argv[i], "--rows") == 0;
-    if ((!is_cols && !is_rows) || (is_cols && have_cols) || (is_rows && have_rows))
-      return Fail(kExitUsage, "usage: opencode-pty-client [--cols N] [--rows N] [--env] -- PROGRAM [ARG...]");
+    bool is_detach = strcmp(argv[i], "--detach") == 0;
+    bool is_scrollback = strcmp(argv[i], "--scrollback") == 0;
+    if ((!is_cols && !is_rows && !is_detach && !is_scrollback) || (is_cols && have_cols) ||
+        (is_rows && have_rows) || (is_detach && detach.detachable()) || (is_scrollback && have_scrollback))
+      return Fail(kExitUsage, kUsage);
     if (i + 1 >= argc) return Fail(kExitUsage, "option needs a value");
+    if (is_detach) {
+      if (!ParseBounded(argv[i + 1], 1, limits::kMaxDetachGraceSec, &detach.grace_sec))
+        return Fail(kExitBadDetach, "--detach must be a decimal 1..3600");
+      continue;
+    }
+    if (is_scrollback) {
+      if (!ParseBounded(argv[i + 1], limits::kMinScrollbackBytes, limits::kMaxScrollbackBytes, &detach.scrollback))
+        return Fail(kExitBadScrollback, "--scrollback must be a decimal 65536..2097152");
+      have_scrollback = true;
+      continue;
+    }
     if (!opencode::ParseDimension(argv[i + 1], is_cols ? limits::kMaxCols : limits::kMaxRows,
                    is_cols ? &cols : &rows))
       return Fail(kExitBadSize, "--cols/--rows must be a decimal 1..1000");
     (is_cols ? have_cols : have_rows) = true;
   }
-  if (i >= argc) return Fail(kExitUsage, "usage: opencode-pty-client [--cols N] [--rows N] [--env] -- PROGRAM [ARG...]");
+  if (i >= argc) return Fail(kExitUsage, kUsage);
   ++i;  // skip "--"
   if (i >= argc) return Fail(kExitUsage, "PROGRAM is missing");
+  // Any order is allowed, so the pairing is checked once every option is read.
+  if (have_scrollback && !detach.detachable())
+    return Fail(kExitBadScrollback, "--scrollback needs --detach");
+  if (detach.detachable() && !have_scrollback) detach.scrollback = limits::kDefaultScrollbackBytes;
 
   ErrorCode error = ErrorCode::kOk;
   size_t len = opencode::EncodeStartFrame(cols, rows, size_t(argc - i), argv + i, frame,
-                                          sizeof frame, &error, env ? opencode::kStartFlagEnv : 0);
+                                          sizeof frame, &error, env ? opencode::kStartFlagEnv : 0, detach);
   if (len == 0) return ExitForCodec(error);
   return SendFrame(sock.get(), dir.get(), frame, len);
 }

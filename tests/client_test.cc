@@ -43,7 +43,8 @@ namespace limits = opencode::limits;
 constexpr int kOk = 0, kSocketMissing = 10, kNotSocket = 11, kSocketFamily = 12,
               kSocketType = 13, kNotConnected = 14, kDirMissing = 15, kNotDirectory = 16,
               kExtraFd = 18, kFdAudit = 19, kUsage = 20, kBadSize = 21, kArgc = 22, kArgTooLong = 23,
-              kArgvTooLong = 24, kEmptyCommand = 25, kPeerClosed = 27;
+              kArgvTooLong = 24, kEmptyCommand = 25, kPeerClosed = 27, kBadDetach = 29,
+              kBadScrollback = 30;
 
 struct Spawn {
   std::vector<std::string> args;   // the helper's arguments (after argv[0])
@@ -571,7 +572,153 @@ TEST_F(ClientTest, ArgvAtTheBoundsAccepted) {
   Received got = ReadAll(app_.get());
   opencode::StartRequest req = ExpectOneStartFrame(got);
   EXPECT_EQ(req.argv, cmd);
-  EXPECT_EQ(got.bytes.size(), limits::kFrameHeaderBytes + limits::kMaxStartPayload - 4 * (limits::kMaxArgs - 3));
+  // (kMaxStartPayload also counts the detachable flag's 8 bytes, not sent here.)
+  EXPECT_EQ(got.bytes.size(), limits::kFrameHeaderBytes + limits::kMaxStartPayload - limits::kStartDetachBytes -
+                                  4 * (limits::kMaxArgs - 3));
+}
+
+// ---------------------------------------------------------------------------
+// Detachable sessions (--detach / --scrollback, docs/PROTOCOL.md section 10.1).
+
+// The START frame a test expects, byte for byte: header, cols, rows, flags,
+// argc, each argument, then (detachable only) grace and scrollback.
+std::string ExpectedStart(uint16_t cols, uint16_t rows, uint32_t flags, const std::vector<std::string>& argv,
+                          uint32_t grace, uint32_t scrollback) {
+  auto u16 = [](std::string* out, uint16_t v) { out->push_back(char(v >> 8)); out->push_back(char(v)); };
+  auto u32 = [](std::string* out, uint32_t v) {
+    for (int shift = 24; shift >= 0; shift -= 8) out->push_back(char(v >> shift));
+  };
+  std::string payload;
+  u16(&payload, cols);
+  u16(&payload, rows);
+  u32(&payload, flags);
+  u32(&payload, uint32_t(argv.size()));
+  for (auto& a : argv) {
+    u32(&payload, uint32_t(a.size()));
+    payload += a;
+  }
+  if (flags & opencode::kStartFlagDetachable) {
+    u32(&payload, grace);
+    u32(&payload, scrollback);
+  }
+  std::string frame = {char(1), char(opencode::FrameType::kStart), 0, 0};
+  u32(&frame, uint32_t(payload.size()));
+  return frame + payload;
+}
+
+TEST_F(ClientTest, DetachSetsTheFlagAndAppendsGraceAndScrollback) {
+  Result r = Run({"--detach", "30", "--scrollback", "65536", "--", "sh", "-c", "x"});
+  EXPECT_EQ(r.code(), kOk) << r.err;
+  EXPECT_EQ(r.err, "");
+  Received got = ReadAll(app_.get());
+  std::string expected = ExpectedStart(80, 24, 0x2, {"sh", "-c", "x"}, 30, 65536);
+  EXPECT_EQ(got.bytes, expected);
+  // The 8 trailing bytes, spelled out: grace 30, scrollback 0x00010000.
+  ASSERT_GE(got.bytes.size(), 8u);
+  EXPECT_EQ(got.bytes.substr(got.bytes.size() - 8), std::string("\0\0\0\x1e\0\x01\0\0", 8));
+  opencode::StartRequest req = ExpectOneStartFrame(got);
+  EXPECT_FALSE(req.env);
+  EXPECT_EQ(req.detach.grace_sec, 30u);
+  EXPECT_EQ(req.detach.scrollback, 65536u);
+  EXPECT_EQ(req.argv, (std::vector<std::string>{"sh", "-c", "x"}));
+}
+
+// With --env both flags are set (0x3); the options come in any order.
+TEST_F(ClientTest, DetachWithEnvSetsBothFlags) {
+  Result r = Run({"--scrollback", "2097152", "--env", "--cols", "100", "--detach", "3600", "--", "sh"});
+  EXPECT_EQ(r.code(), kOk) << r.err;
+  Received got = ReadAll(app_.get());
+  EXPECT_EQ(got.bytes, ExpectedStart(100, 24, 0x3, {"sh"}, 3600, 2097152));
+  opencode::StartRequest req = ExpectOneStartFrame(got);
+  EXPECT_TRUE(req.env);
+  EXPECT_EQ(req.detach.grace_sec, limits::kMaxDetachGraceSec);
+  EXPECT_EQ(req.detach.scrollback, limits::kMaxScrollbackBytes);
+}
+
+TEST_F(ClientTest, DetachWithoutScrollbackTakesTheDefault) {
+  Result r = Run({"--detach", "1", "--", "sh"});
+  EXPECT_EQ(r.code(), kOk) << r.err;
+  Received got = ReadAll(app_.get());
+  EXPECT_EQ(got.bytes, ExpectedStart(80, 24, 0x2, {"sh"}, 1, 1048576));
+  EXPECT_EQ(got.bytes.substr(got.bytes.size() - 4), std::string("\0\x10\0\0", 4));
+  opencode::StartRequest req = ExpectOneStartFrame(got);
+  EXPECT_EQ(req.detach.grace_sec, 1u);
+  EXPECT_EQ(req.detach.scrollback, limits::kDefaultScrollbackBytes);
+}
+
+// Without --detach the payload is the one of section 3: no flag, no 8 bytes.
+TEST_F(ClientTest, WithoutDetachNothingIsAppended) {
+  Result r = Run({"--env", "--", "sh"});
+  EXPECT_EQ(r.code(), kOk) << r.err;
+  Received got = ReadAll(app_.get());
+  EXPECT_EQ(got.bytes, ExpectedStart(80, 24, 0x1, {"sh"}, 0, 0));
+  EXPECT_FALSE(ExpectOneStartFrame(got).detach.detachable());
+}
+
+// kMaxStartPayload counts the 8 bytes: the largest argv (kMaxArgs elements,
+// kMaxArgvTotalBytes together) with --detach fills the helper's static buffer exactly.
+TEST_F(ClientTest, LargestDetachableStartIsExactlyTheMaximum) {
+  std::vector<std::string> cmd;
+  while (cmd.size() < limits::kMaxArgs) cmd.push_back(std::string(limits::kMaxArgvTotalBytes / limits::kMaxArgs, 'a'));
+  std::vector<std::string> args = {"--detach", "60", "--"};
+  args.insert(args.end(), cmd.begin(), cmd.end());
+  Result r = Run(args);
+  EXPECT_EQ(r.code(), kOk) << r.err;
+  Received got = ReadAll(app_.get());
+  EXPECT_EQ(got.bytes.size(), limits::kFrameHeaderBytes + limits::kMaxStartPayload);
+  opencode::StartRequest req = ExpectOneStartFrame(got);
+  EXPECT_EQ(req.argv, cmd);
+  EXPECT_EQ(req.detach.scrollback, limits::kDefaultScrollbackBytes);
+}
+
+TEST_F(ClientTest, DetachAndScrollbackErrors) {
+  std::vector<std::pair<std::vector<std::string>, int>> cases = {
+      {{"--detach", "0", "--", "sh"}, kBadDetach},
+      {{"--detach", "3601", "--", "sh"}, kBadDetach},
+      {{"--detach", "030", "--", "sh"}, kBadDetach},
+      {{"--detach", "+30", "--", "sh"}, kBadDetach},
+      {{"--detach", "-30", "--", "sh"}, kBadDetach},
+      {{"--detach", "", "--", "sh"}, kBadDetach},
+      {{"--detach", "30s", "--", "sh"}, kBadDetach},
+      {{"--detach", " 30", "--", "sh"}, kBadDetach},
+      {{"--detach", "99999999999999999999", "--", "sh"}, kBadDetach},
+      {{"--detach", "30", "--scrollback", "65535", "--", "sh"}, kBadScrollback},
+      {{"--detach", "30", "--scrollback", "2097153", "--", "sh"}, kBadScrollback},
+      {{"--detach", "30", "--scrollback", "0", "--", "sh"}, kBadScrollback},
+      {{"--detach", "30", "--scrollback", "065536", "--", "sh"}, kBadScrollback},
+      {{"--detach", "30", "--scrollback", "+65536", "--", "sh"}, kBadScrollback},
+      {{"--detach", "30", "--scrollback", "4294967296", "--", "sh"}, kBadScrollback},
+      {{"--scrollback", "65536", "--", "sh"}, kBadScrollback},
+      {{"--env", "--scrollback", "1048576", "--cols", "80", "--", "sh"}, kBadScrollback},
+      {{"--detach", "30", "--detach", "30", "--", "sh"}, kUsage},
+      {{"--detach", "30", "--scrollback", "65536", "--scrollback", "65536", "--", "sh"}, kUsage},
+      {{"--detach=30", "--", "sh"}, kUsage},
+      {{"--detach"}, kUsage},
+      {{"--detach", "30"}, kUsage},
+      {{"--detach", "30", "--"}, kUsage},
+      {{"--scrollback", "65536", "--"}, kUsage},
+  };
+  for (auto& [args, expected] : cases) {
+    Spawn s;
+    s.args = args;
+    s.fd3 = helper_end_.get();
+    s.fd4 = dir_.get();
+    Result r = RunHelper(s);
+    std::string shown;
+    for (auto& a : args) shown += "[" + a + "]";
+    EXPECT_EQ(r.code(), expected) << shown << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << shown << ": " << r.err;
+  }
+  ExpectNothingSent();
+}
+
+// The usage line names every option.
+TEST_F(ClientTest, UsageLineNamesDetachAndScrollback) {
+  Result r = Run({"--foo", "--", "sh"});
+  EXPECT_EQ(r.code(), kUsage);
+  EXPECT_EQ(r.err,
+            "opencode-pty-client: usage: opencode-pty-client [--cols N] [--rows N] [--env] "
+            "[--detach SECONDS [--scrollback BYTES]] -- PROGRAM [ARG...]\n");
 }
 
 // ---------------------------------------------------------------------------
