@@ -7,29 +7,38 @@
 // common/limits.h: the wire format's and the supervisor's bounds that the
 // module checks or keeps under (lib/limits.js picks them by name).
 const WIRE_LIMITS = Object.freeze({
-  frameHeaderBytes: 8,       // kFrameHeaderBytes
-  maxInputPayload: 16384,    // kMaxInputPayload
-  maxOutputPayload: 65536,   // kMaxOutputPayload
-  maxEnvelopeBytes: 4096,    // kMaxEnvelopeBytes
-  signalPayload: 1,          // kSignalPayload
-  resizePayload: 4,          // kResizePayload
-  startFixedBytes: 12,       // kStartFixedBytes
-  maxStartPayload: 69644,    // kMaxStartPayload
-  maxArgs: 1024,             // kMaxArgs
-  maxArgBytes: 32768,        // kMaxArgBytes
-  maxArgvTotalBytes: 65536,  // kMaxArgvTotalBytes
-  maxEnvVars: 1024,          // kMaxEnvVars
-  maxEnvNameBytes: 255,      // kMaxEnvNameBytes
-  maxEnvEntryBytes: 32768,   // kMaxEnvEntryBytes
-  maxEnvTotalBytes: 65536,   // kMaxEnvTotalBytes
-  maxEnvPayload: 69636,      // kMaxEnvPayload
-  maxCols: 1000,             // kMaxCols
-  maxRows: 1000,             // kMaxRows
-  defaultCols: 80,           // kDefaultCols
-  defaultRows: 24,           // kDefaultRows
-  maxSessions: 1024,         // kMaxSessions
-  maxPendingHandshakes: 16,  // kMaxPendingHandshakes
-  handshakePressure: 8,      // kHandshakePressure
+  frameHeaderBytes: 8,              // kFrameHeaderBytes
+  maxInputPayload: 16384,           // kMaxInputPayload
+  maxOutputPayload: 65536,          // kMaxOutputPayload
+  maxEnvelopeBytes: 4096,           // kMaxEnvelopeBytes
+  signalPayload: 1,                 // kSignalPayload
+  resizePayload: 4,                 // kResizePayload
+  startFixedBytes: 12,              // kStartFixedBytes
+  maxStartPayload: 69652,           // kMaxStartPayload
+  maxArgs: 1024,                    // kMaxArgs
+  maxArgBytes: 32768,               // kMaxArgBytes
+  maxArgvTotalBytes: 65536,         // kMaxArgvTotalBytes
+  maxEnvVars: 1024,                 // kMaxEnvVars
+  maxEnvNameBytes: 255,             // kMaxEnvNameBytes
+  maxEnvEntryBytes: 32768,          // kMaxEnvEntryBytes
+  maxEnvTotalBytes: 65536,          // kMaxEnvTotalBytes
+  maxEnvPayload: 69636,             // kMaxEnvPayload
+  maxCols: 1000,                    // kMaxCols
+  maxRows: 1000,                    // kMaxRows
+  defaultCols: 80,                  // kDefaultCols
+  defaultRows: 24,                  // kDefaultRows
+  maxSessions: 1024,                // kMaxSessions
+  maxPendingHandshakes: 16,         // kMaxPendingHandshakes
+  handshakePressure: 8,             // kHandshakePressure
+  startDetachBytes: 8,              // kStartDetachBytes
+  maxDetachGraceSec: 3600,          // kMaxDetachGraceSec
+  minScrollbackBytes: 65536,        // kMinScrollbackBytes
+  maxScrollbackBytes: 2097152,      // kMaxScrollbackBytes
+  defaultScrollbackBytes: 1048576,  // kDefaultScrollbackBytes
+  maxDetachableSessions: 64,        // kMaxDetachableSessions
+  sessionIdHexBytes: 32,            // kSessionIdHexBytes
+  attachPayload: 40,                // kAttachPayload
+  maxListEntryBytes: 512,           // kMaxListEntryBytes
 });
 
 // common/frame.h kProtocolVersion: the first byte of every frame header.
@@ -44,6 +53,8 @@ const FRAME_TYPE = Object.freeze({
   EOF: 0x05,     // kEof
   RESIZE: 0x06,  // kResize
   ENV: 0x07,     // kEnv
+  LIST: 0x08,    // kList
+  ATTACH: 0x09,  // kAttach
   OUTPUT: 0x81,  // kOutput
   EVENT: 0x82,   // kEvent
 });
@@ -85,6 +96,8 @@ const HELPER_STATUS = Object.freeze({
   26: 'encode',          // kExitEncode
   27: 'peer_closed',     // kExitPeerClosed
   28: 'send',            // kExitSend
+  29: 'bad_detach',      // kExitBadDetach
+  30: 'bad_scrollback',  // kExitBadScrollback
 });
 
 // common/launch.h LaunchStatus and LaunchFailureName: the launcher's failure
@@ -163,6 +176,13 @@ const ERROR_CODES = Object.freeze([
   'input_overflow',          // kInputOverflow
   'stop_failed',             // kStopFailed
   'launch_failed',           // kLaunchFailed
+  'bad_detach',              // kBadDetach
+  'too_many_detachable',     // kTooManyDetachable
+  'scrollback_exhausted',    // kScrollbackExhausted
+  'bad_attach',              // kBadAttach
+  'no_such_session',         // kNoSuchSession
+  'session_attached',        // kSessionAttached
+  'bad_cursor',              // kBadCursor
   'internal',                // kInternal
 ]);
 
