@@ -44,6 +44,69 @@ export interface SpawnOptions {
   socketPath?: string;
   /** Tests only. Default /usr/local/libexec/opencode-pty-client. */
   helperPath?: string;
+  /** A detachable session (docs/PROTOCOL.md section 10): it outlives this
+   *  connection and this process for graceSeconds, keeps its last output in a
+   *  ring, and can be found with list() and taken back with attach(). Absent:
+   *  an ordinary session, which ends with its connection. */
+  detachable?: DetachableOptions;
+}
+
+export interface DetachableOptions {
+  /** How long the session waits for an attach once detached: an integer
+   *  1..limits.maxDetachGraceSec (3600), else PtyError "bad_detach". */
+  graceSeconds: number;
+  /** The ring's size in bytes: an integer limits.minScrollbackBytes (65536)
+   *  ..limits.maxScrollbackBytes (2097152), else PtyError "bad_detach";
+   *  default limits.defaultScrollbackBytes (1048576). */
+  scrollbackBytes?: number;
+}
+
+export interface AttachOptions {
+  /** The cursor to replay from (docs/PROTOCOL.md section 10.2): a
+   *  non-negative safe integer (else PtyError "bad_cursor"), usually the
+   *  `cursor` a PTY of this session had last. Default 0: all the ring holds. */
+  cursor?: number;
+  /** As spawn's. */
+  encoding?: BufferEncoding | null;
+  /** Tests only. Default /run/opencode-pty/supervisor.sock. */
+  socketPath?: string;
+}
+
+export interface ListOptions {
+  /** Tests only. Default /run/opencode-pty/supervisor.sock. */
+  socketPath?: string;
+}
+
+/** One detachable session, from a `session` envelope (docs/PROTOCOL.md 10.4). */
+export interface SessionEntry {
+  session: string;
+  unit: string;
+  state: 'attached' | 'detached';
+  /** When `started` was sent: microseconds since the epoch. */
+  started: number;
+  /** Seconds. */
+  grace: number;
+  /** Bytes. */
+  scrollback: number;
+  /** The cursor range the ring holds: [first, next). first is also the
+   *  number of bytes that fell out of it. */
+  first: number;
+  next: number;
+  /** The command has ended; its exit is kept for the next attach. */
+  exited: boolean;
+  code: number | null;
+  signal: string | null;
+  pid: number | null;
+}
+
+/** From the `attached` envelope: what the replay covers. */
+export interface ReplayInfo {
+  /** The cursor of the first byte onData gets: max(asked, first). */
+  readonly cursor: number;
+  /** Bytes asked for that the ring no longer held (first - asked), else 0. */
+  readonly dropped: number;
+  /** Where the replay ends and live output begins. */
+  readonly next: number;
 }
 
 /** The `started` envelope (docs/PROTOCOL.md section 4). Unknown keys are kept. */
@@ -108,6 +171,21 @@ export interface IPty {
   /** Output bytes held for the application (no data listener, or paused;
    *  after onExit without a data listener, the output nobody read yet). */
   readonly bufferedBytes: number;
+  /** true when spawned with `detachable`, and for every attached PTY: closing
+   *  the connection (close(), this process's exit) detaches the session
+   *  instead of stopping it. */
+  readonly detachable: boolean;
+  /** The absolute cursor (docs/PROTOCOL.md section 10.2) of the next output
+   *  byte onData will get: 0 at `started` (the `attached` cursor for an
+   *  attached PTY) plus the OUTPUT bytes handed to data listeners so far,
+   *  counted before decoding (a character split across frames counts its
+   *  bytes as they arrive). Held output is not counted. null before
+   *  started/attached. Counted for every PTY; only a detachable one can be
+   *  attached from it. */
+  readonly cursor: number | null;
+  /** attach() only: the `attached` envelope's cursor, dropped and next; null
+   *  for a spawned PTY. */
+  readonly replay: ReplayInfo | null;
 
   /** A listener's exception is rethrown on the next tick (uncaughtException);
    *  the module, the other listeners and onExit are not affected. */
@@ -195,7 +273,27 @@ export class PtyError extends Error {
   readonly status?: number;
 }
 
+/** What attach() resolves with: the same kind of object spawn() returns;
+ *  the command and its size are not known to an attach. */
+export interface IAttachedPty extends Omit<IPty, 'process' | 'cols' | 'rows' | 'replay' | 'cursor'> {
+  /** Always null: the supervisor does not say what the command is. */
+  readonly process: null;
+  /** null until resize() (the session keeps the last size it was given). */
+  readonly cols: number | null;
+  readonly rows: number | null;
+  readonly cursor: number;
+  readonly replay: ReplayInfo;
+}
+
 export function spawn(file: string, args?: string[], options?: SpawnOptions): IPty;
+/** The supervisor's detachable sessions, attached or not. Rejects with a
+ *  PtyError (the supervisor's code, fromSupervisor true, or the module's). */
+export function list(options?: ListOptions): Promise<SessionEntry[]>;
+/** Takes the detached session `id` back: resolves on `attached`; its replay
+ *  (from options.cursor) then its live output reach onData, in order.
+ *  Rejects with PtyError "bad_attach"/"bad_cursor" (nothing connected), or
+ *  the supervisor's "no_such_session", "session_attached", "bad_cursor", ... */
+export function attach(id: string, options?: AttachOptions): Promise<IAttachedPty>;
 
 export const limits: Readonly<Record<string, number>>;
 export const SIGNALS: Readonly<Record<string, number>>;
@@ -205,7 +303,8 @@ export const DEFAULT_HELPER_PATH: string;
 
 export const protocol: {
   readonly FrameType: Readonly<{
-    START: 1; INPUT: 2; SIGNAL: 3; STOP: 4; EOF: 5; RESIZE: 6; OUTPUT: 0x81; EVENT: 0x82;
+    START: 1; INPUT: 2; SIGNAL: 3; STOP: 4; EOF: 5; RESIZE: 6; ENV: 7; LIST: 8; ATTACH: 9;
+    OUTPUT: 0x81; EVENT: 0x82;
   }>;
   FrameDecoder: new (direction: 'fromClient' | 'fromSupervisor') => {
     readonly error: string | null;

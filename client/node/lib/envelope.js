@@ -105,13 +105,45 @@ const HEX = (n) => new RegExp(`^[0-9a-f]{${n}}$`);
 // that has no name (the supervisor sends "34" for a real-time signal).
 const SIGNAL_NAME = /^(?:[A-Z][A-Z0-9]{0,15}|[1-9][0-9]?)$/;
 const SNAKE = /^[a-z0-9_]{1,64}$/;
+const SESSION_ID = (v) => typeof v === 'string' && HEX(32).test(v);
+const UNIT = (v) => typeof v === 'string' && /^opencode-pty-[0-9a-f]{32}\.service$/.test(v);
+const STARTED_FIELDS = {
+  session: SESSION_ID,
+  unit: UNIT,
+  invocation: SESSION_ID,
+  revision: (v) => typeof v === 'string' && HEX(40).test(v),
+  source: (v) => typeof v === 'string' && HEX(64).test(v),
+};
+// A cursor (docs/PROTOCOL.md section 10.2): a u64 on the wire, a safe integer
+// here (2^53 bytes of output is not reached).
+const COUNT = (v) => Number.isSafeInteger(v) && v >= 0;
+const PID_OR_NULL = (v) => v === null || (Number.isSafeInteger(v) && v >= 1 && v <= limits.maxPid);
 const ENVELOPE_FIELDS = Object.freeze({
-  started: {
-    session: (v) => typeof v === 'string' && HEX(32).test(v),
-    unit: (v) => typeof v === 'string' && /^opencode-pty-[0-9a-f]{32}\.service$/.test(v),
-    invocation: (v) => typeof v === 'string' && HEX(32).test(v),
-    revision: (v) => typeof v === 'string' && HEX(40).test(v),
-    source: (v) => typeof v === 'string' && HEX(64).test(v),
+  started: STARTED_FIELDS,
+  // docs/PROTOCOL.md section 10.4: LIST's entries and its end, ATTACH's answer.
+  session: {
+    session: SESSION_ID,
+    unit: UNIT,
+    state: (v) => v === 'attached' || v === 'detached',
+    started: COUNT,
+    grace: (v) => Number.isSafeInteger(v) && v >= 1 && v <= limits.maxDetachGraceSec,
+    scrollback: (v) => Number.isSafeInteger(v) && v >= limits.minScrollbackBytes && v <= limits.maxScrollbackBytes,
+    first: COUNT,
+    next: COUNT,
+    exited: (v) => typeof v === 'boolean',
+    code: (v) => v === null || Number.isSafeInteger(v),
+    signal: (v) => v === null || (typeof v === 'string' && SIGNAL_NAME.test(v)),
+    pid: PID_OR_NULL,
+  },
+  listed: {
+    count: (v) => Number.isSafeInteger(v) && v >= 0 && v <= limits.maxDetachableSessions,
+  },
+  attached: {
+    ...STARTED_FIELDS,
+    cursor: COUNT,
+    dropped: COUNT,
+    next: COUNT,
+    pid: PID_OR_NULL,
   },
   exit: {
     code: (v) => v === null || Number.isSafeInteger(v),
@@ -174,6 +206,19 @@ function parseEnvelope(bytes) {
   // signal) or a signal killed it (a signal, no code), never both or neither.
   if (env.type === 'exit' && env.exact === true && (env.code === null) === (env.signal === null)) {
     throw new PtyError('bad_field', 'exit envelope with exact true must carry either a code or a signal');
+  }
+  // The ring holds [first, next), at most scrollback bytes; a session that has
+  // not exited has no status yet.
+  if (env.type === 'session') {
+    if (env.next < env.first || env.next - env.first > env.scrollback) {
+      throw new PtyError('bad_field', 'session envelope with a cursor range outside its ring');
+    }
+    if (!env.exited && (env.code !== null || env.signal !== null)) {
+      throw new PtyError('bad_field', 'session envelope with a status but not exited');
+    }
+  }
+  if (env.type === 'attached' && env.cursor > env.next) {
+    throw new PtyError('bad_field', 'attached envelope with cursor past next');
   }
   return env;
 }

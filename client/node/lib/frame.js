@@ -1,6 +1,6 @@
 'use strict';
 // The session protocol's frames (docs/PROTOCOL.md section 2): the header
-// encoder, the strict incremental decoder and the RESIZE payload. Invariant: a
+// encoder, the strict incremental decoder and the RESIZE and ATTACH payloads. Invariant: a
 // declared length above the type's maximum is refused as soon as the 8 header
 // bytes are seen, before a byte of its payload is buffered.
 
@@ -21,6 +21,8 @@ const BOUNDS = Object.freeze({
     [FrameType.EOF, [0, 0]],
     [FrameType.RESIZE, [WIRE_LIMITS.resizePayload, WIRE_LIMITS.resizePayload]],
     [FrameType.ENV, [4, WIRE_LIMITS.maxEnvPayload]],
+    [FrameType.LIST, [0, 0]],
+    [FrameType.ATTACH, [WIRE_LIMITS.attachPayload, WIRE_LIMITS.attachPayload]],
   ]),
   fromSupervisor: new Map([
     [FrameType.OUTPUT, [1, limits.maxOutputPayload]],
@@ -128,4 +130,13 @@ function resizePayload(cols, rows) {
   return p;
 }
 
-module.exports = { FrameType, BOUNDS, encodeFrame, FrameDecoder, resizePayload };
+// ATTACH (docs/PROTOCOL.md section 10.4): the session id (32 lowercase hex
+// ASCII bytes, checked by the caller) then the cursor, u64 big-endian.
+function attachPayload(session, cursor) {
+  const p = Buffer.alloc(WIRE_LIMITS.attachPayload);
+  p.write(session, 0, WIRE_LIMITS.sessionIdHexBytes, 'latin1');
+  p.writeBigUInt64BE(BigInt(cursor), WIRE_LIMITS.sessionIdHexBytes);
+  return p;
+}
+
+module.exports = { FrameType, BOUNDS, encodeFrame, FrameDecoder, resizePayload, attachPayload };

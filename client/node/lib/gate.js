@@ -1,6 +1,7 @@
 'use strict';
 // Handshake admission: at most limits.maxPendingHandshakes of this process's
-// sessions per supervisor socket between connect and `started`.
+// connections per supervisor socket between connect and their first answer
+// (`started` of a spawn, `attached` of an attach, the end of a list()).
 
 const { limits } = require('./limits.js');
 
@@ -9,7 +10,9 @@ const { limits } = require('./limits.js');
 // START frame. This process is the only one allowed to connect, so it keeps
 // its own sessions under that cap: a session holds a slot from connect until
 // its `started` envelope (or its end), and spawns beyond the cap wait here in
-// spawn order instead of being refused.
+// spawn order instead of being refused. LIST and ATTACH connections
+// (lib/list.js, attach()) are authenticated and bounded by the same deadline,
+// so they take a slot too, in the same line; any object with _admitted() can wait.
 class HandshakeGate {
   constructor() {
     this.active = 0;

@@ -13,8 +13,12 @@ const { limits } = require('./limits.js');
 // Throws as child_process.spawn does (the caller reports helper_spawn_failed).
 // withEnv: the START frame announces the ENV frame the application sends
 // itself once the helper exited 0 (the helper never sees the variables).
-function spawnHelper(helperPath, cols, rows, argv, socket, dirFd, withEnv) {
-  const args = ['--cols', String(cols), '--rows', String(rows), ...(withEnv ? ['--env'] : []), '--', ...argv];
+// detach: null, or {graceSeconds, scrollbackBytes} (checked by lib/options.js):
+// the helper sets START's detachable flag and appends both numbers.
+function spawnHelper(helperPath, cols, rows, argv, socket, dirFd, withEnv, detach) {
+  const args = ['--cols', String(cols), '--rows', String(rows), ...(withEnv ? ['--env'] : []),
+    ...(detach ? ['--detach', String(detach.graceSeconds), '--scrollback', String(detach.scrollbackBytes)] : []),
+    '--', ...argv];
   // fd 3 = the connected socket (the runtime dup2()s its handle's fd), fd 4 =
   // the directory; fd 0-2 are replaced as stdio says, in every child, so it
   // does not matter that Bun (unlike Node) leaves its own fd 0-2 inheritable.

@@ -35,6 +35,19 @@ const limits = Object.freeze({
   // get in.
   maxSessions: WIRE_LIMITS.maxSessions,
   maxPendingHandshakes: WIRE_LIMITS.handshakePressure,
+  // Detachable sessions (docs/PROTOCOL.md section 10): spawn's
+  // detachable.graceSeconds and scrollbackBytes (bad_detach outside), the
+  // ring size when scrollbackBytes is absent, the ATTACH payload and its id,
+  // and what list() keeps: at most maxDetachableSessions `session`
+  // envelopes of at most maxListEntryBytes each.
+  maxDetachGraceSec: WIRE_LIMITS.maxDetachGraceSec,
+  minScrollbackBytes: WIRE_LIMITS.minScrollbackBytes,
+  maxScrollbackBytes: WIRE_LIMITS.maxScrollbackBytes,
+  defaultScrollbackBytes: WIRE_LIMITS.defaultScrollbackBytes,
+  maxDetachableSessions: WIRE_LIMITS.maxDetachableSessions,
+  sessionIdHexBytes: WIRE_LIMITS.sessionIdHexBytes,
+  attachPayload: WIRE_LIMITS.attachPayload,
+  maxListEntryBytes: WIRE_LIMITS.maxListEntryBytes,
   // Output held for the application while it has no data listener or is
   // paused. When reached, decoding stops and the socket is no longer read, so
   // the supervisor's queue fills and it stops reading the PTY: the command

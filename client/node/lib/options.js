@@ -1,8 +1,8 @@
 'use strict';
-// spawn()'s and resize()'s arguments, checked synchronously before anything is
-// opened or connected. Invariant: argv is bounded as the START frame is (the
-// supervisor re-checks it), and an option this module cannot honour throws
-// rather than being silently dropped.
+// spawn()'s, attach()'s, list()'s and resize()'s arguments, checked before
+// anything is opened or connected. Invariant: argv and the detach options are
+// bounded as the START frame is (the supervisor re-checks them), and an option
+// this module cannot honour throws rather than being silently dropped.
 
 const { PtyError } = require('./errors.js');
 const { limits } = require('./limits.js');
@@ -12,7 +12,7 @@ const DEFAULT_SOCKET_PATH = '/run/opencode-pty/supervisor.sock';
 const DEFAULT_HELPER_PATH = '/usr/local/libexec/opencode-pty-client';
 
 const KNOWN_OPTIONS = new Set(['cwd', 'cols', 'rows', 'env', 'name', 'encoding', 'handleFlowControl',
-  'useConpty', 'useConptyDll', 'conptyInheritCursor', 'socketPath', 'helperPath', 'extraEnv']);
+  'useConpty', 'useConptyDll', 'conptyInheritCursor', 'socketPath', 'helperPath', 'extraEnv', 'detachable']);
 // node-pty options that only mean something on Windows; node-pty ignores them
 // on Linux and so does this module.
 const WINDOWS_ONLY_OPTIONS = ['useConpty', 'useConptyDll', 'conptyInheritCursor'];
@@ -114,6 +114,49 @@ function checkExtraEnv(env) {
   return Buffer.concat(parts);
 }
 
+// The detachable option (docs/PROTOCOL.md section 10.1): { graceSeconds,
+// scrollbackBytes? } in the supervisor's bounds, else bad_detach; null when
+// absent (not detachable). The default ring size is resolved here, so the
+// helper is always told both numbers.
+const DETACH_KEYS = new Set(['graceSeconds', 'scrollbackBytes']);
+function checkDetachable(d) {
+  if (d === undefined) return null;
+  if (d === null || typeof d !== 'object' || Array.isArray(d)) {
+    throw new TypeError('spawn: detachable must be an object { graceSeconds, scrollbackBytes? }');
+  }
+  for (const key of Object.keys(d)) {
+    if (!DETACH_KEYS.has(key)) throw new TypeError(`spawn: unknown detachable option "${key}"`);
+  }
+  const g = d.graceSeconds;
+  if (!Number.isInteger(g) || g < 1 || g > limits.maxDetachGraceSec) {
+    throw new PtyError('bad_detach',
+      `spawn: detachable.graceSeconds must be an integer in 1..${limits.maxDetachGraceSec}, got ${g}`);
+  }
+  const s = d.scrollbackBytes === undefined ? limits.defaultScrollbackBytes : d.scrollbackBytes;
+  if (!Number.isInteger(s) || s < limits.minScrollbackBytes || s > limits.maxScrollbackBytes) {
+    throw new PtyError('bad_detach',
+      `spawn: detachable.scrollbackBytes must be an integer in ${limits.minScrollbackBytes}..${limits.maxScrollbackBytes}, got ${s}`);
+  }
+  return { graceSeconds: g, scrollbackBytes: s };
+}
+
+// Any encoding Buffer knows, decoded by a StringDecoder over the whole
+// stream (as node-pty's socket.setEncoding does); null: Buffers.
+function checkEncoding(where, encoding) {
+  if (encoding === undefined) return 'utf8';
+  if (encoding !== null && (typeof encoding !== 'string' || !Buffer.isEncoding(encoding))) {
+    throw new TypeError(`${where}: encoding must be a Buffer encoding ("utf8", "latin1", "base64", ...) or null (Buffers), got ${JSON.stringify(encoding)}`);
+  }
+  return encoding;
+}
+
+function checkSocketPath(where, socketPath) {
+  if (socketPath !== undefined && (typeof socketPath !== 'string' || !socketPath.startsWith('/'))) {
+    throw new TypeError(`${where}: socketPath must be an absolute path`);
+  }
+  return socketPath || DEFAULT_SOCKET_PATH;
+}
+
 function checkOptions(options) {
   const o = options === undefined ? {} : options;
   if (o === null || typeof o !== 'object') throw new TypeError('spawn: options must be an object');
@@ -140,12 +183,7 @@ function checkOptions(options) {
   for (const key of WINDOWS_ONLY_OPTIONS) {
     if (o[key] !== undefined && typeof o[key] !== 'boolean') throw new TypeError(`spawn: ${key} must be a boolean`);
   }
-  // Any encoding Buffer knows, decoded by a StringDecoder over the whole
-  // stream (as node-pty's socket.setEncoding does); null: Buffers.
-  if (o.encoding !== undefined && o.encoding !== null &&
-      (typeof o.encoding !== 'string' || !Buffer.isEncoding(o.encoding))) {
-    throw new TypeError(`spawn: encoding must be a Buffer encoding ("utf8", "latin1", "base64", ...) or null (Buffers), got ${JSON.stringify(o.encoding)}`);
-  }
+  const encoding = checkEncoding('spawn', o.encoding);
   const cwd = o.cwd === undefined ? process.cwd() : o.cwd;
   if (typeof cwd !== 'string' || cwd.length === 0 || cwd.includes('\0')) {
     throw new TypeError('spawn: cwd must be a non-empty path');
@@ -159,13 +197,56 @@ function checkOptions(options) {
     cwd,
     cols: checkSize('cols', o.cols, limits.defaultCols, limits.maxCols),
     rows: checkSize('rows', o.rows, limits.defaultRows, limits.maxRows),
-    encoding: o.encoding === undefined ? 'utf8' : o.encoding,
+    encoding,
     socketPath: o.socketPath || DEFAULT_SOCKET_PATH,
     helperPath: o.helperPath || DEFAULT_HELPER_PATH,
     envPayload: checkExtraEnv(o.extraEnv),
+    detach: checkDetachable(o.detachable),
   };
+}
+
+// A session id as `started` names it (docs/PROTOCOL.md section 10.4): 32
+// lowercase hex characters, exactly what the ATTACH payload carries.
+const SESSION_ID = /^[0-9a-f]{32}$/;
+const ATTACH_OPTIONS = new Set(['cursor', 'encoding', 'socketPath']);
+
+// attach(id, { cursor, encoding, socketPath }): the id and the cursor as the
+// supervisor would refuse them (bad_attach, bad_cursor), then the options in
+// the shape Pty takes (no helper, no directory, no START).
+function checkAttach(id, options) {
+  if (typeof id !== 'string' || !SESSION_ID.test(id)) {
+    throw new PtyError('bad_attach', `attach: the session id must be 32 lowercase hex characters, got ${JSON.stringify(typeof id === 'string' ? id.slice(0, 64) : typeof id)}`);
+  }
+  const o = options === undefined ? {} : options;
+  if (o === null || typeof o !== 'object') throw new TypeError('attach: options must be an object');
+  for (const key of Object.keys(o)) {
+    if (!ATTACH_OPTIONS.has(key)) throw new TypeError(`attach: unknown option "${key}"`);
+  }
+  const cursor = o.cursor === undefined ? 0 : o.cursor;
+  if (!Number.isSafeInteger(cursor) || cursor < 0) {
+    throw new PtyError('bad_cursor', `attach: cursor must be a non-negative safe integer, got ${cursor}`);
+  }
+  return {
+    session: id,
+    cursor,
+    opts: {
+      cwd: null, cols: null, rows: null, encoding: checkEncoding('attach', o.encoding),
+      socketPath: checkSocketPath('attach', o.socketPath), helperPath: null, envPayload: null, detach: null,
+    },
+  };
+}
+
+// list({ socketPath }): the socket only.
+function checkListOptions(options) {
+  const o = options === undefined ? {} : options;
+  if (o === null || typeof o !== 'object') throw new TypeError('list: options must be an object');
+  for (const key of Object.keys(o)) {
+    if (key !== 'socketPath') throw new TypeError(`list: unknown option "${key}"`);
+  }
+  return { socketPath: checkSocketPath('list', o.socketPath) };
 }
 
 module.exports = {
   DEFAULT_SOCKET_PATH, DEFAULT_HELPER_PATH, checkArgv, checkOptions, checkSize, checkResize,
+  checkAttach, checkListOptions,
 };

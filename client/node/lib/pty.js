@@ -1,6 +1,8 @@
 'use strict';
 // One PTY session of the Node client (class Pty): a node-pty-shaped API over
-// the session protocol (docs/PROTOCOL.md, version 1). Owns one connection and
+// the session protocol (docs/PROTOCOL.md, version 1), started by spawn() (the
+// helper sends START) or attached to a detached session by attach() (ATTACH,
+// section 10.4; no helper, no directory). Owns one connection and
 // one directory descriptor per PTY and the output buffer held for the
 // application; the strict decoders are lib/frame.js and lib/envelope.js.
 // Invariants: the socket and the directory fd are close-on-exec in this process
@@ -15,7 +17,7 @@ const { StringDecoder } = require('string_decoder');
 
 const { PtyError } = require('./errors.js');
 const { limits } = require('./limits.js');
-const { FrameType, FrameDecoder, encodeFrame, resizePayload } = require('./frame.js');
+const { FrameType, FrameDecoder, encodeFrame, resizePayload, attachPayload } = require('./frame.js');
 const { parseEnvelope, CODE_FIELDS } = require('./envelope.js');
 const { inputBytes, chunkUtf8 } = require('./utf8.js');
 const { SIGNALS, signalNumber, exitSignalNumber } = require('./signals.js');
@@ -47,10 +49,15 @@ function socketErrorName(e) {
 
 // state: 'connecting' (waiting for a handshake slot, then connecting) →
 // 'handshake' (helper running) → 'starting' (helper exited 0, waiting for
-// `started`) → 'running' → 'exited'.
+// `started`) → 'running' → 'exited'. An attach skips 'handshake': it writes
+// ATTACH at connect and waits in 'starting' for `attached`.
+//
+// attach: null for spawn(); for attach(), { session, cursor, resolve, reject }:
+// the promise settles with this Pty on `attached`, or with the error that
+// ended the connection before it.
 class Pty {
-  constructor(file, args, opts) {
-    this.process = file;
+  constructor(file, args, opts, attach = null) {
+    this.process = attach ? null : file;
     this.cols = opts.cols;
     this.rows = opts.rows;
     this.unit = null;
@@ -59,7 +66,17 @@ class Pty {
     this.revision = null;
     this.source = null;
     this.state = 'connecting';
-    this._argv = [file, ...args];
+    // Detachable sessions (docs/PROTOCOL.md section 10): whether this one
+    // outlives its connection, and for an attach what `attached` reported.
+    this.detachable = attach !== null || opts.detach !== null;
+    this.replay = null;
+    this._cursor = null;          // cursor of the next byte onData gets; from started/attached on
+    this._attach = attach;        // the ATTACH request; its resolve/reject until settled
+    this._holdSends = false;      // ATTACH is out: the application's frames wait for `attached`
+    this._attachHold = false;     // `attached` was decoded: the rest waits for a data or exit listener
+    this._attachRelease = false;  // the hold's end is scheduled
+    this._pidFromAttach = false;  // _pid came from `attached`; one equal command_started is fine
+    this._argv = attach ? null : [file, ...args];
     this._opts = opts;
     this._text = opts.encoding === null ? null : new StringDecoder(opts.encoding);
     this._decoder = new FrameDecoder('fromSupervisor');
@@ -98,10 +115,14 @@ class Pty {
 
     // The approved directory: opened by the application (libuv adds
     // O_CLOEXEC), handed to the helper as fd 4, closed as soon as spawn returns.
-    try {
-      this._dirFd = fs.openSync(opts.cwd, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
-    } catch (e) {
-      throw new PtyError('bad_cwd', `spawn: cannot open cwd ${opts.cwd} as a directory: ${e.code || e.message}`);
+    // An attach has none: the session's unit already runs in its directory.
+    this._dirFd = -1;
+    if (!attach) {
+      try {
+        this._dirFd = fs.openSync(opts.cwd, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+      } catch (e) {
+        throw new PtyError('bad_cwd', `spawn: cannot open cwd ${opts.cwd} as a directory: ${e.code || e.message}`);
+      }
     }
 
     this._socket = null;
@@ -141,7 +162,7 @@ class Pty {
       if (err && this._reading && !this._terminal && !this._socketError) this._salvage(socket, err);
       return destroy.call(socket, err, cb);
     };
-    socket.on('connect', () => this._spawnHelper());
+    socket.on('connect', () => (this._attach ? this._sendAttach() : this._spawnHelper()));
     socket.on('data', (chunk) => {
       if (this._salvaging) return;  // taken by _salvage, in order
       this._onChunk(chunk);
@@ -195,14 +216,25 @@ class Pty {
   // node-pty's XON/XOFF interception is not done: always false (spawn refuses true).
   get handleFlowControl() { return false; }
   get bufferedBytes() { return this._bufferedBytes; }
+  // The absolute cursor (docs/PROTOCOL.md section 10.2) of the next output
+  // byte onData will get: the start cursor (0 at `started`, the `attached`
+  // envelope's cursor) plus the OUTPUT bytes handed to data listeners, counted
+  // before decoding. null before started/attached. Held output is not counted:
+  // an attach from this cursor replays it.
+  get cursor() { return this._cursor; }
 
   onData(fn) {
     // Disposing the last data listener may release a held onExit.
     const d = this._on.data.add(fn, () => { this._updateFlow(); this._scheduleDeliver(); });
     this._scheduleDeliver();
+    this._releaseAttachHold();
     return d;
   }
-  onExit(fn) { return this._on.exit.add(fn); }
+  onExit(fn) {
+    const d = this._on.exit.add(fn);
+    this._releaseAttachHold();
+    return d;
+  }
   onError(fn) { return this._on.error.add(fn); }
   onStarted(fn) { return this._on.started.add(fn); }
   onNotice(fn) { return this._on.notice.add(fn); }
@@ -316,7 +348,7 @@ class Pty {
     if (this._ended()) throw new PtyError('closed', 'resize: the session has ended');
     this.cols = c;
     this.rows = r;
-    if (this.state === 'connecting') return;
+    if (this.state === 'connecting' && !this._attach) return;  // START will carry it
     if (this.state !== 'running') {
       this._pendingResize = [c, r];
       return;
@@ -367,6 +399,7 @@ class Pty {
       return;
     }
     this._destroying = true;
+    this._attachHold = false;  // destroy() reads to the end whoever listens
     this._buffered = [];
     this._bufferedBytes = 0;
     this._textDone = true;
@@ -433,7 +466,7 @@ class Pty {
     let helper;
     try {
       helper = spawnHelper(o.helperPath, this.cols, this.rows, this._argv, this._socket, this._dirFd,
-        o.envPayload !== null);
+        o.envPayload !== null, o.detach);
     } catch (e) {
       this._closeDirFd();
       this._fail(new PtyError('helper_spawn_failed', `cannot run ${o.helperPath}: ${e.code || e.message}`, { cause: e }));
@@ -490,11 +523,79 @@ class Pty {
     return helperError(this._opts.helperPath, this._helperFailure);
   }
 
+  // attach(): no helper. ATTACH is the first and only frame until `attached`
+  // (docs/PROTOCOL.md section 10.4); frames the application writes meanwhile
+  // wait in the outbox, as they wait for the helper on a spawn.
+  _sendAttach() {
+    if (this._terminal) return;
+    this.state = 'starting';
+    this._reading = true;
+    this._holdSends = true;
+    this._socket.write(encodeFrame(FrameType.ATTACH, attachPayload(this._attach.session, this._attach.cursor)));
+    this._updateFlow();
+  }
+
+  // `attached`: the session is this connection's. The promise resolves now;
+  // the frames behind the envelope (the replay, maybe the exit) wait,
+  // undecoded, until the application registers a data or exit listener (then
+  // one event-loop turn more, so that the listeners it registers together all
+  // see them): output would be held anyway, but an exit decoded before an
+  // onExit listener exists would reach nobody.
+  _onAttached(env) {
+    const a = this._attach;
+    if (!a || !a.resolve || this.state !== 'starting' || env.session !== a.session) {
+      this._fail(new PtyError('protocol_state', `attached envelope in state ${this.state}`));
+      return;
+    }
+    // cursor = max(C, first) and dropped = first - C when C < first, else 0.
+    if (env.cursor !== a.cursor + env.dropped) {
+      this._fail(new PtyError('bad_field', `attached envelope: cursor ${env.cursor} is not ${a.cursor} + dropped ${env.dropped}`));
+      return;
+    }
+    this.state = 'running';
+    this._releaseSlot();
+    this.unit = env.unit;
+    this.session = env.session;
+    this.invocation = env.invocation;
+    this.revision = env.revision;
+    this.source = env.source;
+    this.replay = Object.freeze({ cursor: env.cursor, dropped: env.dropped, next: env.next });
+    this._cursor = env.cursor;
+    if (env.pid !== null) {
+      this._pid = env.pid;
+      this._pidFromAttach = true;
+    }
+    this._holdSends = false;
+    for (const f of this._outbox) this._socket.write(f);
+    this._outbox = [];
+    this._outboxBytes = 0;
+    if (this._pendingResize) {
+      const [c, r] = this._pendingResize;
+      this._pendingResize = null;
+      this._send(encodeFrame(FrameType.RESIZE, resizePayload(c, r)));
+    }
+    this._onDrain();
+    this._attachHold = true;
+    if (this._on.data.size > 0 || this._on.exit.size > 0) this._releaseAttachHold();
+    const { resolve } = a;
+    a.resolve = a.reject = null;
+    resolve(this);
+  }
+
   _closeDirFd() {
     if (this._dirFd >= 0) {
       fs.closeSync(this._dirFd);
       this._dirFd = -1;
     }
+  }
+
+  _releaseAttachHold() {
+    if (!this._attachHold || this._attachRelease) return;
+    this._attachRelease = true;
+    setImmediate(() => {
+      this._attachHold = false;
+      this._decodeRaw();
+    });
   }
 
   // ---- reading ----
@@ -513,12 +614,12 @@ class Pty {
     if (this._decoding) return;  // the running loop below picks new bytes up
     this._decoding = true;
     try {
-      while (this._raw.length > 0 && !this._terminal &&
+      while (this._raw.length > 0 && !this._terminal && !this._attachHold &&
              this._bufferedBytes < limits.maxBufferedOutputBytes) {
         const chunk = this._raw.shift();
         const err = this._decoder.push(chunk, (type, payload) => {
           if (!this._terminal) this._onFrame(type, payload);
-          return this._bufferedBytes >= limits.maxBufferedOutputBytes;
+          return this._bufferedBytes >= limits.maxBufferedOutputBytes || this._attachHold;
         });
         if (err) {
           if (!this._terminal) this._fail(new PtyError(err, `protocol violation from the supervisor: ${err}`));
@@ -564,7 +665,7 @@ class Pty {
     }
     switch (env.type) {
       case 'started':
-        if (this.state !== 'starting') {
+        if (this.state !== 'starting' || this._attach) {
           this._fail(new PtyError('protocol_state', `started envelope in state ${this.state}`));
           return;
         }
@@ -575,6 +676,7 @@ class Pty {
         this.invocation = env.invocation;
         this.revision = env.revision;
         this.source = env.source;
+        this._cursor = 0;  // docs/PROTOCOL.md section 10.2: the first output byte is 0
         if (this._pendingResize) {
           const [c, r] = this._pendingResize;
           this._pendingResize = null;
@@ -588,10 +690,13 @@ class Pty {
           return;
         }
         if (env.code === 'command_started') {
-          if (this._pid !== undefined) {
+          // After an attach the pid came with `attached`; a command_started
+          // naming the same pid once more adds nothing and is not an error.
+          if (this._pid !== undefined && !(this._pidFromAttach && env.pid === this._pid)) {
             this._fail(new PtyError('protocol_state', 'a second command_started notice'));
             return;
           }
+          this._pidFromAttach = false;
           this._pid = env.pid;
         }
         this._on.notice.emit(env);
@@ -606,6 +711,13 @@ class Pty {
           exact: env.exact === true, error: null };
         this._teardown();
         this._maybeExit();
+        return;
+      case 'attached':
+        this._onAttached(env);
+        return;
+      case 'session':
+      case 'listed':
+        this._fail(new PtyError('protocol_state', `${env.type} envelope on a PTY's connection`));
         return;
       case 'error': {
         const extra = this._helperFailure ? { ...this._helperFailure } : {};
@@ -663,6 +775,7 @@ class Pty {
     while (this._buffered.length > 0 && !this._paused && this._on.data.size > 0) {
       const chunk = this._buffered.shift();
       this._bufferedBytes -= chunk.length;
+      this._cursor += chunk.length;  // before the listeners run: they may read it
       if (this._text) {
         const s = this._text.write(chunk);
         if (s.length > 0) this._on.data.emit(s);
@@ -709,7 +822,7 @@ class Pty {
 
   _send(frame) {
     if (this._socketError) return;
-    if (this._reading) {
+    if (this._reading && !this._holdSends) {
       this._socket.write(frame);
     } else {
       this._outbox.push(frame);
@@ -751,6 +864,11 @@ class Pty {
   // dropped by close()).
   _maybeExit() {
     if (!this._terminal || this._exited) return;
+    if (this._attach && this._attach.reject) {  // ended before `attached`: attach() rejects
+      const { reject } = this._attach;
+      this._attach.resolve = this._attach.reject = null;
+      reject(this._terminal.error || new PtyError('protocol_state', 'the attach ended before `attached`'));
+    }
     if (this._bufferedBytes > 0 && this._on.data.size > 0) return;
     this._exited = true;
     this.state = 'exited';

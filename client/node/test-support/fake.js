@@ -7,7 +7,10 @@
 // The fake helper is Python (which, unlike Node, leaves inherited descriptors
 // as they are): it records the descriptors it inherited and takes its behaviour from
 // the PTY command (argv[0]) of the START frame it builds: "helper-exit-N" exits
-// N without sending, "helper-sleep-MS" sleeps before sending.
+// N without sending, "helper-sleep-MS" sleeps before sending. It takes --env and
+// --detach G --scrollback S as the module passes them and builds the START
+// payload of docs/PROTOCOL.md sections 3 and 10.1. The fake supervisor also
+// answers LIST and ATTACH connections (conn.list, conn.attach) as the test says.
 
 const fs = require('fs');
 const net = require('net');
@@ -32,10 +35,18 @@ for fd in range(4096):
     inherited.append({'fd': fd, 'target': target, 'socket': stat.S_ISSOCK(st.st_mode),
                       'dir': stat.S_ISDIR(st.st_mode), 'ino': st.st_ino})
 argv = sys.argv[1:]
+helper_args = list(argv)
 flags = 0
+detach = None
 if len(argv) > 4 and argv[4] == '--env':
     flags = 1
     del argv[4]
+if len(argv) > 4 and argv[4] == '--detach':
+    if len(argv) < 8 or argv[6] != '--scrollback':
+        sys.exit(64)
+    flags |= 2
+    detach = (int(argv[5]), int(argv[7]))
+    del argv[4:8]
 if len(argv) < 6 or argv[0] != '--cols' or argv[2] != '--rows' or argv[4] != '--':
     sys.exit(64)
 cols, rows, cmd = int(argv[1]), int(argv[3]), argv[5:]
@@ -46,6 +57,7 @@ if len(inherited) > 3 and inherited[3]['socket']:
     s.detach()
 with open(sys.argv[0] + '.report.json', 'w') as f:
     json.dump({'pid': os.getpid(), 'inherited': inherited, 'cols': cols, 'rows': rows, 'cmd': cmd, 'flags': flags,
+               'args': helper_args,
                'env': dict(e.split('=', 1) for e in open('/proc/self/environ').read().split('\0') if e),
                'peer': peer}, f)
 m = re.match(r'^helper-exit-(\d+)$', cmd[0])
@@ -56,6 +68,8 @@ if m:
     time.sleep(int(m.group(1)) / 1000)
 args = [a.encode('utf-8', 'surrogateescape') for a in cmd]
 payload = struct.pack('>HHII', cols, rows, flags, len(args)) + b''.join(struct.pack('>I', len(a)) + a for a in args)
+if detach:
+    payload += struct.pack('>II', detach[0], detach[1])
 frame = struct.pack('>BBHI', 1, 1, 0, len(payload)) + payload
 while frame:
     try:
@@ -76,6 +90,10 @@ function parseStart(payload) {
     const n = payload.readUInt32BE(off);
     argv.push(payload.subarray(off + 4, off + 4 + n).toString('utf8'));
     off += 4 + n;
+  }
+  if (flags & 2) {  // docs/PROTOCOL.md section 10.1: grace, scrollback
+    return { cols, rows, flags, argv,
+      detach: { grace: payload.readUInt32BE(off), scrollback: payload.readUInt32BE(off + 4) } };
   }
   return { cols, rows, flags, argv };
 }
@@ -106,13 +124,19 @@ class Conn {
     this.socket = socket;
     this.frames = [];          // every frame received after START: {type, payload}
     this.start = null;
+    this.list = false;         // the first frame was LIST
+    this.attach = null;        // the first frame was ATTACH: {session, cursor}
     this.decodeError = null;
     this._waiters = [];
     const dec = new protocol.FrameDecoder('fromClient');
     socket.on('data', (chunk) => {
       const err = dec.push(chunk, (type, payload) => {
-        if (type === protocol.FrameType.START && !this.start) this.start = parseStart(Buffer.from(payload));
-        else this.frames.push({ type, payload: Buffer.from(payload) });
+        const first = !this.start && !this.list && !this.attach && this.frames.length === 0;
+        if (type === protocol.FrameType.START && first) this.start = parseStart(Buffer.from(payload));
+        else if (type === protocol.FrameType.LIST && first) this.list = true;
+        else if (type === protocol.FrameType.ATTACH && first) {
+          this.attach = { session: payload.subarray(0, 32).toString('latin1'), cursor: Number(payload.readBigUInt64BE(32)) };
+        } else this.frames.push({ type, payload: Buffer.from(payload) });
         this._check();
       });
       if (err) { this.decodeError = err; this._check(); }
@@ -132,6 +156,28 @@ class Conn {
   }
   // The notice that names the command's pid once its execve succeeded.
   commandStarted(pid) { return this.event({ type: 'notice', code: 'command_started', pid }); }
+  // docs/PROTOCOL.md section 10.4: one LIST entry (defaults: a detached
+  // session that runs), the end of a LIST answer, the answer to an ATTACH.
+  sessionEntry(fields = {}) {
+    return this.event({
+      type: 'session', session: HEX32, unit: `opencode-pty-${HEX32}.service`, state: 'detached',
+      started: 1700000000000000, grace: 60, scrollback: 1048576, first: 0, next: 0, exited: false,
+      code: null, signal: null, pid: null, ...fields,
+    });
+  }
+  listed(count) {
+    this.event({ type: 'listed', count });
+    this.socket.end();
+  }
+  attached(fields = {}) {
+    return this.event({ ...STARTED, type: 'attached', session: this.attach.session, cursor: this.attach.cursor,
+      dropped: 0, next: this.attach.cursor, pid: null, ...fields });
+  }
+  // A terminal error envelope, then the close.
+  error(code, message = code) {
+    this.event({ type: 'error', code, message });
+    this.socket.end();
+  }
   // Resolves when pred(this) is true (a hang guard of HANG_GUARD_MS, wait.js).
   until(pred, what = 'condition', ms = HANG_GUARD_MS) {
     return new Promise((resolve, reject) => {
@@ -153,7 +199,8 @@ class Conn {
 }
 
 // Starts a fake supervisor; onConn(conn) runs for each connection once its
-// START frame arrived (or with conn.start === null if the client closes first).
+// first frame (START, LIST or ATTACH) arrived (or with conn.start === null if
+// the client closes first).
 async function fakeSupervisor(onConn) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ocpty-test-'));
   const socketPath = path.join(dir, 'supervisor.sock');
@@ -163,7 +210,7 @@ async function fakeSupervisor(onConn) {
   const server = net.createServer((s) => {
     const c = new Conn(s);
     conns.push(c);
-    c.until((x) => x.start || x.closed, 'START').then(() => onConn && onConn(c), () => {});
+    c.until((x) => x.start || x.list || x.attach || x.closed, 'START, LIST or ATTACH').then(() => onConn && onConn(c), () => {});
   });
   await new Promise((r) => server.listen(socketPath, r));
   return {
