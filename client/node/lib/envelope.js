@@ -207,6 +207,10 @@ function parseEnvelope(bytes) {
   if (env.type === 'exit' && env.exact === true && (env.code === null) === (env.signal === null)) {
     throw new PtyError('bad_field', 'exit envelope with exact true must carry either a code or a signal');
   }
+  // A detachable session's unit is named for its id (docs/PROTOCOL.md section 4).
+  if ((env.type === 'session' || env.type === 'attached') && env.unit !== `opencode-pty-${env.session}.service`) {
+    throw new PtyError('bad_field', `${env.type} envelope whose unit is not the session's`);
+  }
   // The ring holds [first, next), at most scrollback bytes; a session that has
   // not exited has no status yet.
   if (env.type === 'session') {

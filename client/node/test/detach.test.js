@@ -175,6 +175,7 @@ test('list(): an error envelope, a wrong count, a bad entry, a close, and bad op
     (c) => { c.sessionEntry({ first: 10, next: 5 }); c.listed(1); },
     (c) => { c.sessionEntry({ exited: false, code: 0 }); c.listed(1); },
     (c) => { c.sessionEntry({ state: 'gone' }); c.listed(1); },
+    (c) => { c.sessionEntry({ session: OTHER }); c.listed(1); },  // the unit names another id
     (c) => { c.sessionEntry({ pad: 'x'.repeat(limits.maxListEntryBytes) }); c.listed(1); },
     (c) => { c.started(); },
     (c) => { c.output(Buffer.from('x')); },
@@ -185,6 +186,7 @@ test('list(): an error envelope, a wrong count, a bad entry, a close, and bad op
   t.after(sup.close);
   const run = () => within(list({ socketPath: sup.socketPath }), 'list()');
   await assert.rejects(run(), { code: 'unauthenticated', fromSupervisor: true, message: 'not the MainPID' });
+  await assert.rejects(run(), { code: 'bad_field' });
   await assert.rejects(run(), { code: 'bad_field' });
   await assert.rejects(run(), { code: 'bad_field' });
   await assert.rejects(run(), { code: 'bad_field' });
@@ -350,7 +352,8 @@ test('attach(): the supervisor\'s refusals and a broken answer reject with their
     (c) => c.error('no_such_session', 'no detachable session with that id'),
     (c) => c.error('session_attached', 'the session has a connection'),
     (c) => c.error('bad_cursor', 'cursor past next'),
-    (c) => c.attached({ session: OTHER }),                  // another session's answer
+    (c) => c.attached({ session: OTHER, unit: `opencode-pty-${OTHER}.service` }),  // another session's answer
+    (c) => c.attached({ unit: `opencode-pty-${OTHER}.service` }),  // a unit not named for the session
     (c) => c.attached({ cursor: c.attach.cursor + 1 }),    // cursor is not asked + dropped
     (c) => c.attached({ next: c.attach.cursor - 1 }),      // next before cursor
     (c) => c.started(),                                     // a spawn's answer
@@ -365,6 +368,7 @@ test('attach(): the supervisor\'s refusals and a broken answer reject with their
   await assert.rejects(run(), { code: 'session_attached', fromSupervisor: true });
   await assert.rejects(run(), { code: 'bad_cursor', fromSupervisor: true });
   await assert.rejects(run(), { code: 'protocol_state' });
+  await assert.rejects(run(), { code: 'bad_field' });
   await assert.rejects(run(), { code: 'bad_field' });
   await assert.rejects(run(), { code: 'bad_field' });
   await assert.rejects(run(), { code: 'protocol_state' });
