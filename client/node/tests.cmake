@@ -21,7 +21,8 @@
 #                             stand-in supervisor and the real helper, plus its
 #                             negative control (root; not acceptance evidence)
 #   node.typecheck            opencode's adapter against node-pty's typings, compiled
-#                             for the adapter suites (fixture node_adapter)
+#                             for the adapter suites (fixture node_adapter); the
+#                             strict entry's index.d.ts through typecheck/strict-api.ts
 #   node.bun-stage            the pinned Bun staged for the suites (fixture node_bun)
 # The module on a real systemd (vm.node-*: the probe, the smoke, the adapter,
 # resize, signals, the README example, each in the SEA and under Bun) is
