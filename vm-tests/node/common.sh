@@ -65,10 +65,12 @@ runtime_install() {
   esac
 }
 
-# app_run TIMEOUT EXECSTART [ENV=VALUE...]: runs EXECSTART as opencode-v2.service
-# until it exits; returns its exit status; its stdout/stderr are in the journal.
-app_run() {
-  t=$1 exe=$2; shift 2
+# app_start EXECSTART [ENV=VALUE...]: writes that drop-in and starts
+# opencode-v2.service with EXECSTART as its MainPID; returns once systemd
+# started it (125 if it could not). app_wait_end ends what it began; a suite
+# that restarts the application while it runs (detach.sh) uses the two apart.
+app_start() {
+  exe=$1; shift
   mkdir -p "$DROPIN_DIR"
   {
     echo "[Service]"
@@ -80,15 +82,21 @@ app_run() {
   } > "$DROPIN_DIR/50-node-test.conf"
   systemctl daemon-reload
   systemctl reset-failed "$APP_SERVICE" 2>/dev/null
-  systemctl start "$APP_SERVICE" || { echo "app_run: start failed"; return 125; }
-  n=$((t * 10))
+  systemctl start "$APP_SERVICE" || { echo "app_start: start failed"; return 125; }
+}
+
+# app_wait_end TIMEOUT: waits until opencode-v2.service is inactive or failed
+# (a hang guard: after TIMEOUT seconds it is stopped and 124 returned), removes
+# the drop-in and returns the last MainPID's exit status.
+app_wait_end() {
+  n=$(($1 * 10))
   while [ "$n" -gt 0 ]; do
     st=$(systemctl show -P ActiveState "$APP_SERVICE")
     case "$st" in inactive|failed) break ;; esac
     sleep 0.1; n=$((n - 1))
   done
   if [ "$n" -le 0 ]; then
-    echo "app_run: still $st after ${t}s; stopping it"
+    echo "app_wait_end: still $st after ${1}s; stopping it"
     systemctl stop "$APP_SERVICE"
     rm -f "$DROPIN_DIR/50-node-test.conf"; systemctl daemon-reload
     return 124
@@ -97,6 +105,14 @@ app_run() {
   rm -f "$DROPIN_DIR/50-node-test.conf"
   systemctl daemon-reload
   return "$rc"
+}
+
+# app_run TIMEOUT EXECSTART [ENV=VALUE...]: runs EXECSTART as opencode-v2.service
+# until it exits; returns its exit status; its stdout/stderr are in the journal.
+app_run() {
+  t=$1; shift
+  app_start "$@" || return $?
+  app_wait_end "$t"
 }
 
 # app_checks JSONL WHAT RC LOG: one check per line the application wrote
