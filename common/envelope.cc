@@ -199,8 +199,42 @@ ErrorCode CheckFields(const Envelope& env) {
     *v = std::get_if<std::string>(&it->second);
     return *v ? ErrorCode::kOk : ErrorCode::kBadField;
   };
+  // A non-negative integer (cursors, counts, times).
+  auto count = [&env](const char* k) -> ErrorCode {
+    auto it = env.fields.find(k);
+    if (it == env.fields.end()) return ErrorCode::kMissingField;
+    const int64_t* n = std::get_if<int64_t>(&it->second);
+    return n && *n >= 0 ? ErrorCode::kOk : ErrorCode::kBadField;
+  };
+  auto session_unit = [&]() -> ErrorCode {
+    const std::string* id = nullptr;
+    const std::string* unit = nullptr;
+    ErrorCode e;
+    if ((e = str("session", &id)) != ErrorCode::kOk) return e;
+    if ((e = str("unit", &unit)) != ErrorCode::kOk) return e;
+    if (!IsHex(*id, 32) || *unit != "opencode-pty-" + *id + ".service") return ErrorCode::kBadField;
+    return ErrorCode::kOk;
+  };
   const std::string* v = nullptr;
   ErrorCode e;
+  // docs/PROTOCOL.md section 10.4.
+  if (env.type == "attached") {
+    if ((e = session_unit()) != ErrorCode::kOk) return e;
+    for (const char* k : {"cursor", "dropped", "next"})
+      if ((e = count(k)) != ErrorCode::kOk) return e;
+    return ErrorCode::kOk;
+  }
+  if (env.type == "session") {
+    if ((e = session_unit()) != ErrorCode::kOk) return e;
+    if ((e = str("state", &v)) != ErrorCode::kOk) return e;
+    if (*v != "attached" && *v != "detached") return ErrorCode::kBadField;
+    for (const char* k : {"started", "grace", "scrollback", "first", "next"})
+      if ((e = count(k)) != ErrorCode::kOk) return e;
+    auto exited = env.fields.find("exited");
+    if (exited == env.fields.end()) return ErrorCode::kMissingField;
+    return std::holds_alternative<bool>(exited->second) ? ErrorCode::kOk : ErrorCode::kBadField;
+  }
+  if (env.type == "listed") return count("count");
   if (env.type == "started") {
     struct { const char* key; size_t hex; } want[] = {
         {"session", 32}, {"unit", 0}, {"invocation", 32}, {"revision", 40}, {"source", 64}};

@@ -48,6 +48,13 @@ std::string_view ErrorCodeName(ErrorCode code) noexcept {
     case ErrorCode::kInputOverflow: return "input_overflow";
     case ErrorCode::kStopFailed: return "stop_failed";
     case ErrorCode::kLaunchFailed: return "launch_failed";
+    case ErrorCode::kBadDetach: return "bad_detach";
+    case ErrorCode::kTooManyDetachable: return "too_many_detachable";
+    case ErrorCode::kScrollbackExhausted: return "scrollback_exhausted";
+    case ErrorCode::kBadAttach: return "bad_attach";
+    case ErrorCode::kNoSuchSession: return "no_such_session";
+    case ErrorCode::kSessionAttached: return "session_attached";
+    case ErrorCode::kBadCursor: return "bad_cursor";
     case ErrorCode::kInternal: return "internal";
   }
   return "internal";

@@ -60,6 +60,14 @@ enum class ErrorCode {
   kInputOverflow,       // input queue full (should not happen with a conforming client)
   kStopFailed,          // StopUnit failed, or the unit did not stop within kStopRequestDeadlineUsec
   kLaunchFailed,        // the launcher refused or could not prepare the command; it never ran
+  // detachable sessions (docs/PROTOCOL.md section 10)
+  kBadDetach,           // START's grace or scrollback outside its bounds
+  kTooManyDetachable,   // kMaxDetachableSessions detachable sessions already exist
+  kScrollbackExhausted, // the rings would exceed kMaxScrollbackTotalBytes
+  kBadAttach,           // ATTACH payload malformed (the id is not 32 lowercase hex)
+  kNoSuchSession,       // ATTACH names no detachable session of this supervisor
+  kSessionAttached,     // ATTACH names a session that has a connection
+  kBadCursor,           // ATTACH's cursor is past the session's last byte
   kInternal,            // supervisor-side failure; see the journal
 };
 

@@ -4,6 +4,7 @@
 // against both the remaining payload and the limits before using it.
 #include "common/frame.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/env_overlay.h"
@@ -16,10 +17,15 @@ void PutU16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v >> 8); p[1] = uint8_t(v);
 void PutU32(uint8_t* p, uint32_t v) {
   p[0] = uint8_t(v >> 24); p[1] = uint8_t(v >> 16); p[2] = uint8_t(v >> 8); p[3] = uint8_t(v);
 }
+void PutU64(uint8_t* p, uint64_t v) {
+  PutU32(p, uint32_t(v >> 32));
+  PutU32(p + 4, uint32_t(v));
+}
 uint16_t GetU16(const uint8_t* p) { return uint16_t((p[0] << 8) | p[1]); }
 uint32_t GetU32(const uint8_t* p) {
   return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];
 }
+uint64_t GetU64(const uint8_t* p) { return (uint64_t(GetU32(p)) << 32) | GetU32(p + 4); }
 
 struct SignalEntry { uint8_t number; std::string_view name; };
 constexpr SignalEntry kSignals[] = {
@@ -58,6 +64,8 @@ bool PayloadBounds(Direction dir, uint8_t type, size_t* min, size_t* max) noexce
       case FrameType::kSignal: *min = *max = limits::kSignalPayload; return true;
       case FrameType::kResize: *min = *max = limits::kResizePayload; return true;
       case FrameType::kEnv: *min = kEnvCountBytes; *max = limits::kMaxEnvPayload; return true;
+      case FrameType::kAttach: *min = *max = limits::kAttachPayload; return true;
+      case FrameType::kList:
       case FrameType::kStop:
       case FrameType::kEof: *min = *max = 0; return true;
       default: return false;
@@ -110,16 +118,31 @@ DecodeResult DecodeFrame(Direction dir, std::span<const uint8_t> buf) noexcept {
   return r;
 }
 
-size_t StartFrameSize(size_t argc, const char* const* argv, ErrorCode* error) noexcept {
+size_t StartFrameSize(size_t argc, const char* const* argv, ErrorCode* error,
+                      DetachOptions detach) noexcept {
   size_t payload = CheckStartArgs(limits::kDefaultCols, limits::kDefaultRows, argc, argv, error);
-  return payload == 0 ? 0 : limits::kFrameHeaderBytes + payload;
+  if (payload == 0) return 0;
+  return limits::kFrameHeaderBytes + payload + (detach.detachable() ? limits::kStartDetachBytes : 0);
+}
+
+ErrorCode CheckDetachOptions(DetachOptions detach) noexcept {
+  if (detach.grace_sec < 1 || detach.grace_sec > limits::kMaxDetachGraceSec) return ErrorCode::kBadDetach;
+  if (detach.scrollback < limits::kMinScrollbackBytes || detach.scrollback > limits::kMaxScrollbackBytes)
+    return ErrorCode::kBadDetach;
+  return ErrorCode::kOk;
 }
 
 size_t EncodeStartFrame(uint16_t cols, uint16_t rows, size_t argc, const char* const* argv,
-                        uint8_t* out, size_t cap, ErrorCode* error, uint32_t flags) noexcept {
+                        uint8_t* out, size_t cap, ErrorCode* error, uint32_t flags,
+                        DetachOptions detach) noexcept {
   if ((flags & ~kStartFlagEnv) != 0) { *error = ErrorCode::kBadStart; return 0; }
+  if (detach.detachable() || detach.scrollback != 0) {
+    if ((*error = CheckDetachOptions(detach)) != ErrorCode::kOk) return 0;
+    flags |= kStartFlagDetachable;
+  }
   size_t payload = CheckStartArgs(cols, rows, argc, argv, error);
   if (payload == 0) return 0;
+  if (detach.detachable()) payload += limits::kStartDetachBytes;
   size_t total = limits::kFrameHeaderBytes + payload;
   if (total > cap) { *error = ErrorCode::kArgvTooLong; return 0; }
   EncodeHeader(FrameType::kStart, static_cast<uint32_t>(payload), out);
@@ -135,6 +158,10 @@ size_t EncodeStartFrame(uint16_t cols, uint16_t rows, size_t argc, const char* c
     memcpy(p + 4, argv[i], n);
     p += 4 + n;
   }
+  if (detach.detachable()) {
+    PutU32(p, detach.grace_sec);
+    PutU32(p + 4, detach.scrollback);
+  }
   return total;
 }
 
@@ -144,7 +171,7 @@ ErrorCode ParseStartPayload(std::span<const uint8_t> payload, StartRequest* out)
   const uint8_t* p = payload.data();
   uint16_t cols = GetU16(p), rows = GetU16(p + 2);
   uint32_t flags = GetU32(p + 4), argc = GetU32(p + 8);
-  if ((flags & ~kStartFlagEnv) != 0) return ErrorCode::kBadStart;
+  if ((flags & ~(kStartFlagEnv | kStartFlagDetachable)) != 0) return ErrorCode::kBadStart;
   if (cols < 1 || cols > limits::kMaxCols || rows < 1 || rows > limits::kMaxRows)
     return ErrorCode::kBadSize;
   if (argc == 0 || argc > limits::kMaxArgs) return ErrorCode::kBadArgc;
@@ -165,12 +192,39 @@ ErrorCode ParseStartPayload(std::span<const uint8_t> payload, StartRequest* out)
     argv.emplace_back(reinterpret_cast<const char*>(p + off), n);
     off += n;
   }
+  DetachOptions detach;
+  if ((flags & kStartFlagDetachable) != 0) {
+    if (payload.size() - off < limits::kStartDetachBytes) return ErrorCode::kBadStart;
+    detach.grace_sec = GetU32(p + off);
+    detach.scrollback = GetU32(p + off + 4);
+    off += limits::kStartDetachBytes;
+    if (ErrorCode e = CheckDetachOptions(detach); e != ErrorCode::kOk) return e;
+  }
   if (off != payload.size()) return ErrorCode::kBadStart;  // trailing bytes
   out->cols = cols;
   out->rows = rows;
   out->env = (flags & kStartFlagEnv) != 0;
+  out->detach = detach;
   out->argv = std::move(argv);
   return ErrorCode::kOk;
+}
+
+ErrorCode ParseAttachPayload(std::span<const uint8_t> payload, std::string* id, uint64_t* cursor) {
+  if (payload.size() != limits::kAttachPayload) return ErrorCode::kBadAttach;
+  for (size_t i = 0; i < limits::kSessionIdHexBytes; ++i) {
+    uint8_t c = payload[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return ErrorCode::kBadAttach;
+  }
+  id->assign(reinterpret_cast<const char*>(payload.data()), limits::kSessionIdHexBytes);
+  *cursor = GetU64(payload.data() + limits::kSessionIdHexBytes);
+  return ErrorCode::kOk;
+}
+
+void AppendAttachFrame(std::string_view id, uint64_t cursor, std::string* out) {
+  uint8_t payload[limits::kAttachPayload] = {};
+  memcpy(payload, id.data(), std::min(id.size(), limits::kSessionIdHexBytes));
+  PutU64(payload + limits::kSessionIdHexBytes, cursor);
+  AppendFrame(FrameType::kAttach, std::span<const uint8_t>(payload, sizeof payload), out);
 }
 
 ErrorCode ParseResizePayload(std::span<const uint8_t> payload, uint16_t* cols, uint16_t* rows) noexcept {

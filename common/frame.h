@@ -29,6 +29,8 @@ enum class FrameType : uint8_t {
   kResize = 0x06,  // cols(2) rows(2) big-endian: new window size (size_message.h)
   kEnv = 0x07,     // the environment overlay (common/env_overlay.h), only right after a
                    // START with kStartFlagEnv, sent by the application itself
+  kList = 0x08,    // empty: list the detachable sessions (instead of START)
+  kAttach = 0x09,  // session id (32 hex) + cursor (u64): attach a detached session (instead of START)
   // supervisor -> client
   kOutput = 0x81,  // raw PTY bytes, 1..kMaxOutputPayload
   kEvent = 0x82,   // JSON envelope, 2..kMaxEnvelopeBytes
@@ -64,31 +66,57 @@ struct DecodeResult {
 DecodeResult DecodeFrame(Direction dir, std::span<const uint8_t> buf) noexcept;
 
 // ---- start payload ----
-// START flags: bit 0 = an ENV frame follows on the connection. Every other
-// bit is reserved and refused (bad_start).
+// START flags: bit 0 = an ENV frame follows on the connection; bit 1 = the
+// session is detachable, and the payload ends with grace(u32 seconds) and
+// scrollback(u32 bytes). Every other bit is reserved and refused (bad_start).
 inline constexpr uint32_t kStartFlagEnv = 0x1;
+inline constexpr uint32_t kStartFlagDetachable = 0x2;
+
+// What a detachable session asks for; grace_sec 0 = not detachable.
+struct DetachOptions {
+  uint32_t grace_sec = 0;   // 1..kMaxDetachGraceSec when detachable
+  uint32_t scrollback = 0;  // kMinScrollbackBytes..kMaxScrollbackBytes when detachable
+  bool detachable() const noexcept { return grace_sec != 0; }
+};
 
 struct StartRequest {
   uint16_t cols = limits::kDefaultCols;
   uint16_t rows = limits::kDefaultRows;
   bool env = false;               // kStartFlagEnv: wait for the ENV frame
+  DetachOptions detach;           // kStartFlagDetachable
   std::vector<std::string> argv;  // argv[0] is the command; bytes, not text
 };
 
-// Size of the START frame (header included) for these arguments, or 0 if they
-// exceed a bound (then *error says which).
-size_t StartFrameSize(size_t argc, const char* const* argv, ErrorCode* error) noexcept;
+// Size of the START frame (header included) for these arguments (and the
+// detach options, when detachable), or 0 if they exceed a bound (then *error
+// says which).
+size_t StartFrameSize(size_t argc, const char* const* argv, ErrorCode* error,
+                      DetachOptions detach = {}) noexcept;
 
 // Encodes a whole START frame (header + payload) into `out` (capacity `cap`)
 // without allocating: used by the static client helper. Returns the frame size,
-// or 0 with *error set (bounds, bad size, empty command, cap too small).
-// `flags`: 0 or kStartFlagEnv.
+// or 0 with *error set (bounds, bad size, empty command, bad detach options,
+// cap too small). `flags`: kStartFlagEnv or 0; kStartFlagDetachable is set
+// from `detach` (never pass it).
 size_t EncodeStartFrame(uint16_t cols, uint16_t rows, size_t argc, const char* const* argv,
-                        uint8_t* out, size_t cap, ErrorCode* error, uint32_t flags = 0) noexcept;
+                        uint8_t* out, size_t cap, ErrorCode* error, uint32_t flags = 0,
+                        DetachOptions detach = {}) noexcept;
+
+// kOk if the options are in range (grace 1..kMaxDetachGraceSec, scrollback
+// kMinScrollbackBytes..kMaxScrollbackBytes), else kBadDetach.
+ErrorCode CheckDetachOptions(DetachOptions detach) noexcept;
 
 // Strict parse of a START payload: every length checked against the payload
-// and the limits, no trailing bytes, no flag but kStartFlagEnv, sizes in range.
+// and the limits, no trailing bytes, no unknown flag, sizes in range, the
+// detach options (with kStartFlagDetachable) in range.
 ErrorCode ParseStartPayload(std::span<const uint8_t> payload, StartRequest* out);
+
+// ---- attach payload ----
+// Strict parse of an ATTACH payload (exactly kAttachPayload bytes): the id
+// must be 32 lowercase hex characters (else kBadAttach).
+ErrorCode ParseAttachPayload(std::span<const uint8_t> payload, std::string* id, uint64_t* cursor);
+// Appends a whole ATTACH frame to `out`.
+void AppendAttachFrame(std::string_view id, uint64_t cursor, std::string* out);
 
 // ---- resize payload ----
 // Strict parse of a RESIZE payload (exactly kResizePayload bytes, both

@@ -49,9 +49,36 @@ static_assert((4 * kMaxArgvTotalBytes + 2 * kMaxArgs) % 3 == 0 &&
                   kMaxArgvTotalBytes / kMaxArgs <= kMaxArgBytes,
               "the bound is reached exactly: kMaxArgs arguments of kMaxArgvTotalBytes/kMaxArgs = 1 (mod 3) bytes");
 static_assert(kMaxEncodedArgvBytes + 64 < 131072, "encoded argv must fit MAX_ARG_STRLEN");
-// Start payload: cols(2) rows(2) flags(4) argc(4) then argc * (len(4) bytes).
+// Start payload: cols(2) rows(2) flags(4) argc(4) then argc * (len(4) bytes),
+// then, with the detachable flag only, grace(4) scrollback(4).
 inline constexpr size_t kStartFixedBytes = 12;
-inline constexpr size_t kMaxStartPayload = kStartFixedBytes + 4 * kMaxArgs + kMaxArgvTotalBytes;
+inline constexpr size_t kStartDetachBytes = 8;
+inline constexpr size_t kMaxStartPayload = kStartFixedBytes + 4 * kMaxArgs + kMaxArgvTotalBytes + kStartDetachBytes;
+
+// ---- detachable sessions (docs/PROTOCOL.md section 10) ----
+// How long a detached session waits for its application to come back: an
+// upgrade or a crash-restart of opencode-v2.service takes seconds; an hour
+// covers a slow manual cutover, and bounds what a forgotten terminal costs.
+inline constexpr uint32_t kMaxDetachGraceSec = 3600;
+// The ring of one detachable session's last output. At least one full OUTPUT
+// frame, so that an attached session's pump always has room for one read; at
+// most 2 MiB, opencode's own per-terminal buffer. The helper's default is 1 MiB.
+inline constexpr size_t kMinScrollbackBytes = 64 * 1024;
+inline constexpr size_t kMaxScrollbackBytes = 2 * 1024 * 1024;
+inline constexpr size_t kDefaultScrollbackBytes = 1024 * 1024;
+static_assert(kMinScrollbackBytes >= kMaxOutputPayload, "one OUTPUT read fits the smallest ring");
+// Detachable sessions at a time (attached or not). One LIST answers all of
+// them at once: 64 entries of at most kMaxEnvelopeBytes fit the output
+// queue the answer is written to (below).
+inline constexpr size_t kMaxDetachableSessions = 64;
+// All rings together: what detachable sessions can make the supervisor hold,
+// reserved at START (a spawn past it is scrollback_exhausted, not a silent
+// drop). 64 MiB = 32 sessions at the largest ring, 64 at the helper's default;
+// it is a term of kSupervisorMemoryBound below.
+inline constexpr size_t kMaxScrollbackTotalBytes = 64 * 1024 * 1024;
+// ATTACH payload: the session id (32 lowercase hex bytes) then the cursor (u64).
+inline constexpr size_t kSessionIdHexBytes = 32;
+inline constexpr size_t kAttachPayload = kSessionIdHexBytes + 8;
 
 // ---- the application's environment overlay (ENV frame -> 'V' packet -> command) ----
 // A login environment has ~30 variables and a developer's shell a few hundred;
@@ -101,6 +128,12 @@ inline constexpr uint16_t kDefaultRows = 24;
 // Output waiting for Node: four full OUTPUT frames. When it is full the
 // supervisor stops reading the PTY stream (backpressure), it never grows.
 inline constexpr size_t kOutputQueueBytes = 4 * (kFrameHeaderBytes + kMaxOutputPayload);
+// One LIST entry (a `session` envelope) holds fixed keys, two ids, a unit
+// name and numbers: under 512 bytes (tests/detach_test.cc builds the largest).
+inline constexpr size_t kMaxListEntryBytes = 512;
+static_assert(kMaxDetachableSessions * (kFrameHeaderBytes + kMaxListEntryBytes) +
+                      kFrameHeaderBytes + kMaxEnvelopeBytes <= kOutputQueueBytes,
+              "a LIST answer (every entry and its end) fits the output queue");
 // Input waiting for the PTY: four full INPUT frames; when full the supervisor
 // stops reading the connection.
 inline constexpr size_t kInputQueueBytes = 4 * kMaxInputPayload;
@@ -253,7 +286,7 @@ inline constexpr uint64_t kAcceptBackoffMaxUsec = 1ULL * 1000 * 1000;
 // handshake is one of them, and its buffer is inside kSessionMemoryCap; a unit
 // on the retry list takes a slot and holds no buffer). Each term is an upper
 // bound argued from the code; docs/SECURITY.md "The supervisor's memory".
-// Session buffers: 1,024 x 483,424 B = 495,026,176 B (472.1 MiB).
+// Session buffers: 1,024 x 483,440 B = 495,042,560 B (472.1 MiB).
 inline constexpr size_t kSessionBuffersBound = kMaxSessions * kSessionMemoryCap;
 // Sockets the supervisor writes on per session: the connection, the PTY
 // stream and the unit channel. What a client or a unit writes is charged to
@@ -273,11 +306,12 @@ static_assert(2 * kUnitChannelSendBufferBytes <= kSocketSendBufferBytes,
 // padding (at most 8 B) for each of its strings and the launcher's path, the
 // other properties (under 4 KiB), twice for sd-bus's growth of the body.
 inline constexpr size_t kStartMessageBytes = 2 * (kMaxEncodedArgvBytes + 8 * (kMaxArgs + 1) + 4 * 1024);
-// 495,026,176 + 1,308,622,848 (1,248 MiB of socket buffers) + 209,729,536
-// (200 MiB of start messages) = 2,013,378,560 B (1,920.1 MiB).
+// 495,042,560 + 1,308,622,848 (1,248 MiB of socket buffers) + 209,729,536
+// (200 MiB of start messages) + 67,108,864 (64 MiB of rings,
+// kMaxScrollbackTotalBytes) = 2,080,503,808 B (1,984.1 MiB).
 inline constexpr size_t kSupervisorMemoryBound =
     kSessionBuffersBound + kMaxSessions * kSocketsWrittenPerSession * 2 * kSocketSendBufferBytes +
-    kMaxSessions * kStartMessageBytes;
+    kMaxSessions * kStartMessageBytes + kMaxScrollbackTotalBytes;
 // MemoryMax= of units/opencode-pty-supervisor.service (3G): the bound plus
 // more than half again for what has no constant (each session's objects and
 // sd-event sources, one read-back at a time, the connection to systemd, the
@@ -285,7 +319,7 @@ inline constexpr size_t kSupervisorMemoryBound =
 // kernel kills the supervisor, systemd restarts it and its recovery stops
 // every PTY unit, instead of the host running out of memory.
 inline constexpr size_t kSupervisorMemoryMax = size_t{3} * 1024 * 1024 * 1024;
-static_assert(kSupervisorMemoryBound == 2013378560, "the number docs/SECURITY.md states");
+static_assert(kSupervisorMemoryBound == 2080503808, "the number docs/SECURITY.md states");
 static_assert(kSupervisorMemoryMax >= kSupervisorMemoryBound + kSupervisorMemoryBound / 2,
               "MemoryMax= keeps at least half the bound again as margin");
 

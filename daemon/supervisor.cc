@@ -235,6 +235,10 @@ void Supervisor::OnSessionFinished(Session* s) noexcept {
   ScheduleHousekeeping();
 }
 
+void Supervisor::ForEachSession(absl::FunctionRef<void(Session&)> fn) noexcept {
+  for (const auto& [ptr, session] : sessions_) fn(*session);
+}
+
 void Supervisor::ScheduleHousekeeping() noexcept {
   if (defer_) sd_event_source_set_enabled(defer_.get(), SD_EVENT_ONESHOT);
 }
@@ -259,8 +263,12 @@ void Supervisor::Housekeeping() noexcept {
 }
 
 void Supervisor::UpdateStatus() noexcept {
+  size_t detached = 0;
+  for (const auto& [ptr, session] : sessions_)
+    if (session->detached()) ++detached;
   std::string status = absl::StrCat(shutting_down_ ? "stopping: " : "", sessions_.size(),
                                     " sessions, ", HandshakeCount(), " handshakes");
+  if (detached > 0) absl::StrAppend(&status, ", ", detached, " detached");
   if (!unproven_.empty())
     absl::StrAppend(&status, ", ", unproven_.size(), " units not proven gone (retrying)");
   if (status == last_status_) return;

@@ -65,6 +65,7 @@ class Supervisor final : public Listener::Delegate, public SessionObserver {
   // SessionObserver
   void OnSessionChanged(Session* s) noexcept override;
   void OnSessionFinished(Session* s) noexcept override;
+  void ForEachSession(absl::FunctionRef<void(Session&)> fn) noexcept override;
 
  private:
   static int OnSignal(sd_event_source* s, const struct signalfd_siginfo* si, void* userdata) noexcept;

@@ -40,6 +40,7 @@ struct Recorder final : Pump::Delegate {
   void OnEnvFrame(std::span<const uint8_t>) noexcept override {}
   void OnControlFrame(FrameType, uint8_t) noexcept override {}
   void OnResize(uint16_t, uint16_t) noexcept override {}
+  void OnSessionRequest(FrameType, std::span<const uint8_t>) noexcept override {}
   void OnClientError(ErrorCode code) noexcept override { errors.push_back(code); }
   void OnClientEof() noexcept override { ++client_eof; }
   void OnClientGone() noexcept override { ++client_gone; }

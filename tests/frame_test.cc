@@ -113,7 +113,12 @@ INSTANTIATE_TEST_SUITE_P(All, FrameMalformed, ::testing::Values(
     BadHeader{"version2", C, std::string(1, '\2'), ErrorCode::kBadVersion},
     BadHeader{"version255", S, Header(255, 0x81, 0, 1) + "x", ErrorCode::kBadVersion},
     BadHeader{"type0", C, Header(1, 0, 0, 0).substr(0, 2), ErrorCode::kUnknownType},
-    BadHeader{"type8", C, Header(1, 8, 0, 0), ErrorCode::kUnknownType},
+    BadHeader{"type10", C, Header(1, 10, 0, 0), ErrorCode::kUnknownType},
+    BadHeader{"list-from-supervisor", S, Header(1, 0x08, 0, 0), ErrorCode::kUnknownType},
+    BadHeader{"list-with-payload", C, Header(1, 0x08, 0, 1), ErrorCode::kFrameTooLarge},
+    BadHeader{"attach-too-small", C, Header(1, 0x09, 0, limits::kAttachPayload - 1), ErrorCode::kFrameTooSmall},
+    BadHeader{"attach-too-large", C, Header(1, 0x09, 0, limits::kAttachPayload + 1), ErrorCode::kFrameTooLarge},
+    BadHeader{"attach-from-supervisor", S, Header(1, 0x09, 0, limits::kAttachPayload), ErrorCode::kUnknownType},
     BadHeader{"env-from-supervisor", S, Header(1, 0x07, 0, 4), ErrorCode::kUnknownType},
     BadHeader{"env-too-small", C, Header(1, 0x07, 0, 3), ErrorCode::kFrameTooSmall},
     BadHeader{"env-too-large", C, Header(1, 0x07, 0, limits::kMaxEnvPayload + 1), ErrorCode::kFrameTooLarge},
@@ -442,7 +447,9 @@ TEST(EnvPayload, TheDenyListDropsTheApplicationsUnitVariablesOnly) {
   EXPECT_EQ(CheckEnv(out), ErrorCode::kOk);
 }
 
-// The START flag "an ENV frame follows" round-trips; every other bit is bad_start.
+// The START flag "an ENV frame follows" round-trips; the caller cannot pass
+// the detachable bit itself (it comes from DetachOptions), and a payload
+// that has it without its 8 bytes, or any unknown bit, is bad_start.
 TEST(StartPayload, OnlyTheEnvFlagIsAccepted) {
   const char* one[] = {"sh"};
   std::vector<uint8_t> buf(64);
@@ -464,6 +471,100 @@ TEST(StartPayload, OnlyTheEnvFlagIsAccepted) {
     buf[8 + 7] = uint8_t(flags);
     EXPECT_EQ(ParseStartPayload(std::span<const uint8_t>(buf.data() + 8, n - 8), &req), ErrorCode::kBadStart) << flags;
   }
+}
+
+// Detachable START: flag 0x2 and grace(u32) scrollback(u32) after the last
+// argument; both bounds exact, combined with ENV, and nothing after them.
+TEST(StartPayload, DetachOptionsRoundTripAndTheirBounds) {
+  const char* argv[] = {"sh", "-c", "x"};
+  auto encode = [&](DetachOptions d, uint32_t flags, std::vector<uint8_t>* buf, ErrorCode* e) {
+    buf->assign(128, 0);
+    size_t n = EncodeStartFrame(80, 24, 3, argv, buf->data(), buf->size(), e, flags, d);
+    buf->resize(n);
+    return n;
+  };
+  std::vector<uint8_t> buf;
+  ErrorCode e;
+  struct Good { uint32_t grace, scrollback, flags; } good[] = {
+      {1, uint32_t(limits::kMinScrollbackBytes), 0},
+      {limits::kMaxDetachGraceSec, uint32_t(limits::kMaxScrollbackBytes), kStartFlagEnv},
+      {60, uint32_t(limits::kDefaultScrollbackBytes), 0},
+  };
+  for (const Good& g : good) {
+    size_t n = encode({g.grace, g.scrollback}, g.flags, &buf, &e);
+    ASSERT_GT(n, 0u) << ErrorCodeName(e);
+    ErrorCode size_error;
+    EXPECT_EQ(n, StartFrameSize(3, argv, &size_error, {g.grace, g.scrollback}));
+    uint32_t flags = (uint32_t(buf[12]) << 24) | (uint32_t(buf[13]) << 16) | (uint32_t(buf[14]) << 8) | buf[15];
+    EXPECT_EQ(flags, g.flags | kStartFlagDetachable);
+    StartRequest req;
+    ASSERT_EQ(ParseStartPayload(std::span<const uint8_t>(buf.data() + 8, n - 8), &req), ErrorCode::kOk);
+    EXPECT_EQ(req.detach.grace_sec, g.grace);
+    EXPECT_EQ(req.detach.scrollback, g.scrollback);
+    EXPECT_EQ(req.env, g.flags == kStartFlagEnv);
+    EXPECT_EQ(req.argv, (std::vector<std::string>{"sh", "-c", "x"}));
+    // A trailing byte, or one of the 8 missing: bad_start.
+    std::vector<uint8_t> longer(buf.begin() + 8, buf.end());
+    longer.push_back(0);
+    EXPECT_EQ(ParseStartPayload(longer, &req), ErrorCode::kBadStart);
+    EXPECT_EQ(ParseStartPayload(std::span<const uint8_t>(buf.data() + 8, n - 9), &req), ErrorCode::kBadStart);
+  }
+  // Not detachable: no flag, no 8 bytes.
+  StartRequest plain;
+  size_t n = encode({}, 0, &buf, &e);
+  ASSERT_EQ(ParseStartPayload(std::span<const uint8_t>(buf.data() + 8, n - 8), &plain), ErrorCode::kOk);
+  EXPECT_FALSE(plain.detach.detachable());
+  // Out of range, as the encoder sees them and as a parser does.
+  struct Bad { uint32_t grace, scrollback; } bad[] = {
+      {0, uint32_t(limits::kMinScrollbackBytes)},
+      {limits::kMaxDetachGraceSec + 1, uint32_t(limits::kMinScrollbackBytes)},
+      {1, uint32_t(limits::kMinScrollbackBytes - 1)},
+      {1, uint32_t(limits::kMaxScrollbackBytes + 1)},
+      {1, 0},
+      {0xffffffffu, 0xffffffffu},
+  };
+  for (const Bad& b : bad) {
+    EXPECT_EQ(encode({b.grace, b.scrollback}, 0, &buf, &e), 0u);
+    EXPECT_EQ(e, ErrorCode::kBadDetach);
+    n = encode({60, uint32_t(limits::kMinScrollbackBytes)}, 0, &buf, &e);
+    for (int i = 0; i < 4; ++i) {
+      buf[n - 8 + i] = uint8_t(b.grace >> (24 - 8 * i));
+      buf[n - 4 + i] = uint8_t(b.scrollback >> (24 - 8 * i));
+    }
+    StartRequest req;
+    EXPECT_EQ(ParseStartPayload(std::span<const uint8_t>(buf.data() + 8, n - 8), &req), ErrorCode::kBadDetach)
+        << b.grace << " " << b.scrollback;
+  }
+}
+
+TEST(AttachPayload, IdAndCursorRoundTripAndAMalformedIdIsRefused) {
+  std::string id = "0123456789abcdef0123456789abcdef";
+  for (uint64_t cursor : {uint64_t{0}, uint64_t{1} << 40, ~uint64_t{0}}) {
+    std::string f;
+    AppendAttachFrame(id, cursor, &f);
+    DecodeResult d = DecodeFrame(Direction::kFromClient,
+                                 std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(f.data()), f.size()));
+    ASSERT_EQ(d.status, DecodeResult::Status::kFrame);
+    EXPECT_EQ(d.type, FrameType::kAttach);
+    std::string got;
+    uint64_t c = 1;
+    ASSERT_EQ(ParseAttachPayload(d.payload, &got, &c), ErrorCode::kOk);
+    EXPECT_EQ(got, id);
+    EXPECT_EQ(c, cursor);
+  }
+  for (std::string bad : {std::string("0123456789ABCDEF0123456789abcdef"), std::string(31, 'a') + "g",
+                          std::string(31, 'a') + std::string(1, '\0'), std::string(32, ' ')}) {
+    std::string p = bad + std::string(8, '\0');
+    std::string got;
+    uint64_t c = 0;
+    EXPECT_EQ(ParseAttachPayload(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(p.data()), p.size()), &got, &c),
+              ErrorCode::kBadAttach);
+  }
+  std::string shortp(limits::kSessionIdHexBytes + 7, 'a');
+  std::string got;
+  uint64_t c = 0;
+  EXPECT_EQ(ParseAttachPayload(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(shortp.data()), shortp.size()), &got, &c),
+            ErrorCode::kBadAttach);
 }
 
 }  // namespace

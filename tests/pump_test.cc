@@ -35,6 +35,9 @@ struct Recorder final : Pump::Delegate {
     controls.emplace_back(type, arg);
   }
   void OnResize(uint16_t cols, uint16_t rows) noexcept override { resizes.emplace_back(cols, rows); }
+  void OnSessionRequest(FrameType type, std::span<const uint8_t> payload) noexcept override {
+    requests.emplace_back(type, std::vector<uint8_t>(payload.begin(), payload.end()));
+  }
   void OnClientError(ErrorCode code) noexcept override { errors.push_back(code); }
   void OnClientEof() noexcept override { ++client_eof; }
   void OnClientGone() noexcept override { ++client_gone; }
@@ -46,6 +49,7 @@ struct Recorder final : Pump::Delegate {
   UniqueFd start_fd;
   std::vector<std::pair<FrameType, uint8_t>> controls;
   std::vector<std::pair<uint16_t, uint16_t>> resizes;
+  std::vector<std::pair<FrameType, std::vector<uint8_t>>> requests;
   std::vector<ErrorCode> errors;
   int client_eof = 0, client_gone = 0, output_complete = 0, flushed = 0;
 };
@@ -359,16 +363,18 @@ TEST_F(PumpTest, OversizedStartRejectedFromTheHeader) {
 
 TEST_F(PumpTest, LargestStartFrameFitsTheHandshakeBuffer) {
   Make(Pump::Mode::kAwaitStart);
-  // kMaxArgs arguments whose bytes total kMaxArgvTotalBytes: the largest START.
+  // kMaxArgs arguments whose bytes total kMaxArgvTotalBytes, detachable:
+  // the largest START.
   std::vector<std::string> args(limits::kMaxArgs, std::string(limits::kMaxArgvTotalBytes / limits::kMaxArgs, 'x'));
   std::vector<const char*> argv;
   for (auto& a : args) argv.push_back(a.c_str());
   ErrorCode err;
-  size_t size = StartFrameSize(argv.size(), argv.data(), &err);
+  DetachOptions detach{limits::kMaxDetachGraceSec, uint32_t{limits::kMaxScrollbackBytes}};
+  size_t size = StartFrameSize(argv.size(), argv.data(), &err, detach);
   ASSERT_EQ(size, limits::kFrameHeaderBytes + limits::kMaxStartPayload);
   std::string f(size, '\0');
   ASSERT_EQ(EncodeStartFrame(80, 24, argv.size(), argv.data(), reinterpret_cast<uint8_t*>(f.data()),
-                             f.size(), &err),
+                             f.size(), &err, 0, detach),
             size);
   UniqueFd dir(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   ssize_t n = SendWithFd(client.get(), f.data(), f.size(), dir.get());
@@ -476,6 +482,140 @@ TEST_F(PumpTest, TheTerminalIsFlushedWithoutWaitingForTheClient) {
   pump->QueueTerminal(R"({"type":"exit","code":0,"signal":null})");
   ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return rec.flushed == 1; }))
       << "an ended session does not wait for the client";
+}
+
+// ---- detachable sessions: the ring (docs/PROTOCOL.md section 10) ----
+
+// Attached, a client that never reads stops the PTY reads once the ring
+// holds a full ring of bytes not yet framed: nothing is overwritten, and
+// every byte reaches the client in order once it reads.
+TEST_F(PumpTest, AnAttachedRingNeverOverwritesWhatTheClientHasNotGot) {
+  Make(Pump::Mode::kRunning);
+  pump->EnableRing(limits::kMinScrollbackBytes);
+  AttachPty();
+  fcntl(unit.get(), F_SETFL, fcntl(unit.get(), F_GETFL) | O_NONBLOCK);
+  std::string sent;
+  for (int round = 0; round < 400; ++round) {
+    std::string chunk(4096, char('a' + round % 26));
+    ssize_t n = send(unit.get(), chunk.data(), chunk.size(), MSG_NOSIGNAL);
+    if (n > 0) sent.append(chunk, 0, size_t(n));
+    sd_event_run(event.get(), 1000);
+  }
+  EXPECT_FALSE(pump->pty_reading()) << "backpressure: the ring is full of bytes the client has not got";
+  EXPECT_LE(pump->MemoryBytes(), limits::kSessionMemoryCap + limits::kMinScrollbackBytes);
+  ClientReader reader(client.get());
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    reader.Drain();
+    return reader.output.size() == sent.size();
+  }, 20000));
+  EXPECT_EQ(reader.output, sent);
+  EXPECT_EQ(pump->ring()->next(), sent.size());
+}
+
+// Detached, the PTY is read without backpressure: the oldest bytes go, the
+// command never blocks, and an attach replays exactly the held bytes from
+// the cursor asked for, then live output.
+TEST_F(PumpTest, ADetachedRingDropsTheOldestAndAnAttachReplaysFromTheCursor) {
+  Make(Pump::Mode::kRunning);
+  pump->EnableRing(limits::kMinScrollbackBytes);
+  AttachPty();
+  ClientReader first(client.get());
+  SendAll(unit.get(), "before ");
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    first.Drain();
+    return first.output == "before ";
+  }));
+  UniqueFd old = pump->DetachConnection();
+  ASSERT_TRUE(old.valid());
+  EXPECT_TRUE(pump->detached());
+  EXPECT_FALSE(pump->connected());
+  // Three rings' worth while detached: the unit is never blocked.
+  std::string all = "before ";
+  fcntl(unit.get(), F_SETFL, fcntl(unit.get(), F_GETFL) | O_NONBLOCK);
+  for (int i = 0; all.size() < 7 + 3 * limits::kMinScrollbackBytes; ++i) {
+    std::string chunk(1000 + i % 7, char('A' + i % 26));
+    size_t off = 0;
+    ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+      ssize_t n = send(unit.get(), chunk.data() + off, chunk.size() - off, MSG_NOSIGNAL);
+      if (n > 0) off += size_t(n);
+      return off == chunk.size();
+    })) << "the unit blocked while detached";
+    all += chunk;
+  }
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return pump->ring()->next() == all.size(); }));
+  uint64_t first_held = pump->ring()->first();
+  EXPECT_EQ(first_held, all.size() - limits::kMinScrollbackBytes);
+  EXPECT_EQ(rec.output_complete, 0);
+  // Attach at a cursor inside the ring.
+  auto [ours, theirs] = Pair();
+  uint64_t cursor = first_held + 100;
+  ASSERT_TRUE(pump->AttachConnection(std::move(ours), cursor).ok());
+  ClientReader second(theirs.get());
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    second.Drain();
+    return second.output.size() == all.size() - cursor;
+  }));
+  EXPECT_EQ(second.output, all.substr(cursor));
+  SendAll(unit.get(), "live");
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    second.Drain();
+    return second.output.size() == all.size() - cursor + 4;
+  }));
+  EXPECT_EQ(second.output.substr(second.output.size() - 4), "live");
+}
+
+// The command's end while detached: output is complete at the PTY's EOF
+// (the ring holds it); after an attach, complete again only once the replay
+// has been written to the new connection.
+TEST_F(PumpTest, ADetachedRingIsCompleteAtEofAndAgainAfterTheReplay) {
+  Make(Pump::Mode::kRunning);
+  pump->EnableRing(limits::kMinScrollbackBytes);
+  AttachPty();
+  UniqueFd old = pump->DetachConnection();
+  SendAll(unit.get(), "last words");
+  unit.reset();
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return rec.output_complete == 1; }));
+  auto [ours, theirs] = Pair();
+  ASSERT_TRUE(pump->AttachConnection(std::move(ours), 5).ok());
+  EXPECT_FALSE(pump->output_complete());
+  ClientReader reader(theirs.get());
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] {
+    reader.Drain();
+    return rec.output_complete == 2;
+  }));
+  EXPECT_EQ(reader.output, "words");
+}
+
+// LIST and ATTACH come without a descriptor; START still needs its own.
+TEST_F(PumpTest, ListAndAttachComeWithoutADescriptorAndStartStillNeedsOne) {
+  struct Case { std::string frame; bool with_fd; ErrorCode error; size_t requests; };
+  std::string attach;
+  AppendAttachFrame(std::string(32, 'a'), 7, &attach);
+  Case cases[] = {
+      {Frame(FrameType::kList, ""), false, ErrorCode::kOk, 1},
+      {attach, false, ErrorCode::kOk, 1},
+      {Frame(FrameType::kList, ""), true, ErrorCode::kExtraDescriptor, 0},
+      {attach, true, ErrorCode::kExtraDescriptor, 0},
+      {Frame(FrameType::kInput, "x"), false, ErrorCode::kNoDescriptor, 0},
+  };
+  for (const Case& c : cases) {
+    rec = Recorder();
+    Make(Pump::Mode::kAwaitStart);
+    UniqueFd dir(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (c.with_fd)
+      ASSERT_GT(SendWithFd(client.get(), c.frame.data(), c.frame.size(), dir.get()), 0);
+    else
+      SendAll(client.get(), c.frame);
+    ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return !rec.requests.empty() || !rec.errors.empty(); }));
+    EXPECT_EQ(rec.requests.size(), c.requests);
+    if (c.error != ErrorCode::kOk) {
+      ASSERT_EQ(rec.errors.size(), 1u);
+      EXPECT_EQ(rec.errors[0], c.error);
+    } else {
+      EXPECT_TRUE(rec.errors.empty());
+      EXPECT_EQ(pump->mode(), Pump::Mode::kHold);
+    }
+  }
 }
 
 }  // namespace

@@ -57,7 +57,12 @@ class FixedAuth final : public Authenticator {
 struct Observer final : SessionObserver {
   void OnSessionChanged(Session*) noexcept override { ++changes; }
   void OnSessionFinished(Session*) noexcept override { ++finished; }
+  // The sessions a LIST or ATTACH sees (tests register theirs).
+  void ForEachSession(absl::FunctionRef<void(Session&)> fn) noexcept override {
+    for (Session* s : sessions) fn(*s);
+  }
   int changes = 0, finished = 0;
+  std::vector<Session*> sessions;
 };
 
 std::string StartFrame(std::vector<std::string> args = {"sh", "-c", "echo hi"}, uint32_t flags = 0) {
@@ -136,7 +141,18 @@ struct SessionTest : ::testing::Test {
   }
   void SendStartWithDir() {
     UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    SendStart(StartFrame(), dir.get());
+    SendStart(start_frame.empty() ? StartFrame() : start_frame, dir.get());
+  }
+  // Another connection of the application (LIST, ATTACH, more sessions),
+  // authenticated like the first; its session is seen by LIST and ATTACH.
+  std::unique_ptr<Session> Another(UniqueFd* client_end) {
+    int sv[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
+    client_end->reset(sv[1]);
+    auto s = std::make_unique<Session>(ctx, &obs, UniqueFd(sv[0]));
+    EXPECT_TRUE(s->Start().ok());
+    obs.sessions.push_back(s.get());
+    return s;
   }
   bool Wait(const std::function<bool()>& f, int ms = 5000) { return testing::RunUntil(event.get(), f, ms); }
   // The one terminal envelope, parsed.
@@ -299,6 +315,7 @@ struct SessionTest : ::testing::Test {
   int unit_fd = -1;
   std::string env_packet;  // the 'V' packet TakeHandoff read
   UniqueFd resize_peer;
+  std::string start_frame;  // SendStartWithDir's frame when set
 };
 
 TEST_F(SessionTest, HappyPathStartedOutputInputExitAfterProof) {
@@ -1512,9 +1529,10 @@ TEST_F(SessionTest, ArgvLimitsThroughTheSession) {
 TEST_F(SessionTest, ArgvAtTheExactEncodedMaximumStartsAndOneByteMoreIsRefused) {
   // kMaxArgs x 64 bytes = kMaxArgvTotalBytes, which encodes to exactly
   // kMaxEncodedArgvBytes: the unit is started. One raw byte more never
-  // reaches systemd: with kMaxArgs arguments the frame is above
-  // kMaxStartPayload (frame_too_large, from its header); with one argument
-  // fewer (4 header bytes less) it is argv_too_long.
+  // reaches systemd: argv_too_long, with kMaxArgs arguments or one fewer.
+  // Without the detach options (8 bytes of kMaxStartPayload) a frame 9 bytes
+  // above the maximum argv is above kMaxStartPayload: frame_too_large, from
+  // its header.
   auto frame = [](size_t argc, size_t total) {
     std::string p;
     auto u16 = [&](uint16_t v) { p.push_back(char(v >> 8)); p.push_back(char(v)); };
@@ -1531,7 +1549,8 @@ TEST_F(SessionTest, ArgvAtTheExactEncodedMaximumStartsAndOneByteMoreIsRefused) {
   };
   struct C { size_t argc, total; const char* code; } cases[] = {
       {limits::kMaxArgs, limits::kMaxArgvTotalBytes, nullptr},
-      {limits::kMaxArgs, limits::kMaxArgvTotalBytes + 1, "frame_too_large"},
+      {limits::kMaxArgs, limits::kMaxArgvTotalBytes + 1, "argv_too_long"},
+      {limits::kMaxArgs, limits::kMaxArgvTotalBytes + limits::kStartDetachBytes + 1, "frame_too_large"},
       {limits::kMaxArgs - 1, limits::kMaxArgvTotalBytes + 1, "argv_too_long"},
   };
   for (const C& c : cases) {
@@ -1806,6 +1825,336 @@ INSTANTIATE_TEST_SUITE_P(
                       BadResize{"Long", std::string("\0\x50\0\x18\0", 5), "frame_too_large"},
                       BadResize{"Empty", std::string(), "frame_too_small"}),
     [](const ::testing::TestParamInfo<BadResize>& i) { return i.param.name; });
+
+// ---- detachable sessions (docs/PROTOCOL.md section 10) ----
+
+std::string DetachableStart(uint32_t grace, uint32_t scrollback = uint32_t(limits::kMinScrollbackBytes)) {
+  const char* argv[] = {"sh", "-c", "cat"};
+  ErrorCode err;
+  DetachOptions d{grace, scrollback};
+  std::string out(StartFrameSize(3, argv, &err, d), '\0');
+  EXPECT_EQ(EncodeStartFrame(100, 30, 3, argv, reinterpret_cast<uint8_t*>(out.data()), out.size(), &err, 0, d),
+            out.size());
+  return out;
+}
+
+std::string AttachFrame(const std::string& id, uint64_t cursor) {
+  std::string f;
+  AppendAttachFrame(id, cursor, &f);
+  return f;
+}
+
+int64_t IntField(Envelope& e, const char* key) {
+  auto* v = std::get_if<int64_t>(&e.fields[key]);
+  return v ? *v : -1;
+}
+std::string StrField(Envelope& e, const char* key) {
+  auto* v = std::get_if<std::string>(&e.fields[key]);
+  return v ? *v : "(not a string)";
+}
+
+// Closing the connection detaches: the unit keeps running and its output
+// goes into the ring; at the end of the grace period the unit is stopped
+// and proven gone, and the session ends.
+TEST_F(SessionTest, ADetachableSessionDetachesWhenItsClientClosesAndEndsAfterItsGrace) {
+  start_frame = DetachableStart(1);
+  reader.fd = client.get();
+  int unit = ToRunning();
+  obs.sessions.push_back(session.get());
+  EXPECT_TRUE(session->detachable());
+  client.reset();
+  ASSERT_TRUE(Wait([&] { return session->detached(); }));
+  EXPECT_EQ(session->state(), Session::State::kRunning);
+  EXPECT_EQ(systemd.Pending_("StopUnit"), nullptr);
+  ASSERT_EQ(write(unit, "while away", 10), 10);
+  ASSERT_TRUE(Wait([&] { return session->pump()->ring()->next() == 10; }));
+  EXPECT_EQ(obs.finished, 0);
+  CompleteReap();  // the grace (1 s) ended: StopUnit, then proven gone
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
+  EXPECT_FALSE(session->detached());
+}
+
+// ATTACH with a cursor: `attached`, then exactly the bytes from the cursor
+// (some written while detached), then the session is served live on the
+// new connection: input, and the exit at the end.
+TEST_F(SessionTest, AttachReplaysFromTheCursorThenServesTheSessionLive) {
+  start_frame = DetachableStart(60);
+  reader.fd = client.get();
+  int unit = ToRunning();
+  obs.sessions.push_back(session.get());
+  ASSERT_EQ(write(unit, "hello", 5), 5);
+  ASSERT_TRUE(Wait([&] {
+    reader.Drain();
+    return reader.output == "hello";
+  }));
+  client.reset();
+  ASSERT_TRUE(Wait([&] { return session->detached(); }));
+  ASSERT_EQ(write(unit, " world", 6), 6);
+  ASSERT_TRUE(Wait([&] { return session->pump()->ring()->next() == 11; }));
+
+  UniqueFd c2;
+  auto s2 = Another(&c2);
+  ClientReader r2(c2.get());
+  std::string f = AttachFrame(session->id(), 5);
+  ASSERT_EQ(write(c2.get(), f.data(), f.size()), ssize_t(f.size()));
+  ASSERT_TRUE(Wait([&] {
+    r2.Drain();
+    return r2.output == " world";
+  }));
+  ASSERT_FALSE(r2.events.empty());
+  EXPECT_EQ(r2.order[0], "event") << "attached comes before the replay";
+  Envelope a;
+  ASSERT_EQ(ParseEnvelope(r2.events[0], &a), ErrorCode::kOk);
+  EXPECT_EQ(a.type, "attached");
+  EXPECT_EQ(StrField(a, "session"), session->id());
+  EXPECT_EQ(StrField(a, "unit"), session->unit());
+  EXPECT_EQ(IntField(a, "cursor"), 5);
+  EXPECT_EQ(IntField(a, "dropped"), 0);
+  EXPECT_EQ(IntField(a, "next"), 11);
+  EXPECT_FALSE(session->detached());
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; })) << "the ATTACH connection's own session ends";
+
+  std::string in;
+  AppendFrame(FrameType::kInput, std::string_view("typed"), &in);
+  ASSERT_EQ(write(c2.get(), in.data(), in.size()), ssize_t(in.size()));
+  std::string got;
+  ASSERT_TRUE(Wait([&] {
+    char buf[64];
+    ssize_t n = recv(unit, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) got.append(buf, size_t(n));
+    return got.find("typed") != std::string::npos;
+  }));
+  ASSERT_EQ(write(unit, "!", 1), 1);
+  ASSERT_TRUE(Wait([&] {
+    r2.Drain();
+    return r2.output == " world!";
+  }));
+
+  close(unit);
+  for (auto& c : systemd.calls()) c->stream_fd = -1;
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
+  ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), CLD_EXITED, 3, "exit-code")));
+  CompleteReap();
+  ASSERT_TRUE(Wait([&] { return !r2.Drain(); }));
+  Envelope exit;
+  ASSERT_EQ(ParseEnvelope(r2.events.back(), &exit), ErrorCode::kOk);
+  EXPECT_EQ(exit.type, "exit");
+  EXPECT_EQ(IntField(exit, "code"), 3);
+  ASSERT_TRUE(Wait([&] { return obs.finished == 2; }));
+}
+
+// The command ends while detached: its unit is proven gone, and the exit is
+// kept; the next attach gets the replay, then the exit, then EOF. A cursor
+// before the ring's first byte is answered from `first`, with `dropped`.
+TEST_F(SessionTest, AnExitWhileDetachedIsKeptAndSentAfterTheReplay) {
+  start_frame = DetachableStart(60);
+  reader.fd = client.get();
+  int unit = ToRunning();
+  obs.sessions.push_back(session.get());
+  client.reset();
+  ASSERT_TRUE(Wait([&] { return session->detached(); }));
+  // More than the ring: the oldest bytes go.
+  std::string all;
+  for (size_t i = 0; all.size() < limits::kMinScrollbackBytes + 1000; ++i) all += char('a' + i % 26);
+  fcntl(unit, F_SETFL, fcntl(unit, F_GETFL) | O_NONBLOCK);
+  size_t off = 0;
+  ASSERT_TRUE(Wait([&] {
+    ssize_t n = send(unit, all.data() + off, all.size() - off, MSG_NOSIGNAL);
+    if (n > 0) off += size_t(n);
+    return off == all.size() && session->pump()->ring()->next() == all.size();
+  }));
+  close(unit);
+  for (auto& c : systemd.calls()) c->stream_fd = -1;
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
+  ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), CLD_EXITED, 5, "exit-code")));
+  CompleteReap();
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") == nullptr && session->detached(); }));
+  EXPECT_EQ(obs.finished, 0) << "kept for an attach";
+
+  UniqueFd c2;
+  auto s2 = Another(&c2);
+  ClientReader r2(c2.get());
+  std::string f = AttachFrame(session->id(), 0);
+  ASSERT_EQ(write(c2.get(), f.data(), f.size()), ssize_t(f.size()));
+  ASSERT_TRUE(Wait([&] { return !r2.Drain(); }));
+  uint64_t first = all.size() - limits::kMinScrollbackBytes;
+  EXPECT_EQ(r2.output, all.substr(first));
+  ASSERT_EQ(r2.events.size(), 2u);
+  Envelope a, exit;
+  ASSERT_EQ(ParseEnvelope(r2.events[0], &a), ErrorCode::kOk);
+  EXPECT_EQ(a.type, "attached");
+  EXPECT_EQ(IntField(a, "cursor"), int64_t(first));
+  EXPECT_EQ(IntField(a, "dropped"), int64_t(first));
+  ASSERT_EQ(ParseEnvelope(r2.events[1], &exit), ErrorCode::kOk);
+  EXPECT_EQ(exit.type, "exit");
+  EXPECT_EQ(IntField(exit, "code"), 5);
+  EXPECT_EQ(r2.output_at_event.back(), r2.output.size()) << "the exit comes after the whole replay";
+  ASSERT_TRUE(Wait([&] { return obs.finished == 2; }));
+}
+
+// What ATTACH refuses, each on the new connection only: an unknown id, a
+// session that has a connection, a cursor past its output, a malformed id,
+// a descriptor with the frame. The session itself goes on.
+TEST_F(SessionTest, AttachRefusalsLeaveTheSessionAsItWas) {
+  start_frame = DetachableStart(60);
+  reader.fd = client.get();
+  int unit = ToRunning();
+  obs.sessions.push_back(session.get());
+  ASSERT_EQ(write(unit, "abc", 3), 3);
+  ASSERT_TRUE(Wait([&] { return session->pump()->ring()->next() == 3; }));
+  std::string upper = session->id();
+  for (char& ch : upper) ch = char(toupper(ch));
+  struct Case { std::string frame; bool fd; std::string code; bool detach_first; };
+  Case cases[] = {
+      {AttachFrame(std::string(32, 'f'), 0), false, "no_such_session", false},
+      {AttachFrame(session->id(), 0), false, "session_attached", false},
+      {AttachFrame(upper, 0), false, "bad_attach", false},
+      {AttachFrame(session->id(), 0), true, "extra_descriptor", false},
+      {AttachFrame(session->id(), 4), false, "bad_cursor", true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.code);
+    if (c.detach_first && !session->detached()) {
+      client.reset();
+      ASSERT_TRUE(Wait([&] { return session->detached(); }));
+    }
+    UniqueFd c2;
+    auto s2 = Another(&c2);
+    ClientReader r2(c2.get());
+    UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (c.fd)
+      ASSERT_EQ(SendWithFd(c2.get(), c.frame.data(), c.frame.size(), dir.get()), ssize_t(c.frame.size()));
+    else
+      ASSERT_EQ(write(c2.get(), c.frame.data(), c.frame.size()), ssize_t(c.frame.size()));
+    ASSERT_TRUE(Wait([&] { return !r2.Drain(); }));
+    ASSERT_EQ(r2.events.size(), 1u);
+    Envelope e;
+    ASSERT_EQ(ParseEnvelope(r2.events[0], &e), ErrorCode::kOk);
+    EXPECT_EQ(e.type, "error");
+    EXPECT_EQ(Code(e), c.code);
+    EXPECT_TRUE(r2.output.empty());
+    EXPECT_EQ(session->state(), Session::State::kRunning);
+    EXPECT_EQ(session->detached(), c.detach_first);
+    obs.sessions.pop_back();
+    ASSERT_TRUE(Wait([&] { return s2->state() == Session::State::kEnding; }));
+  }
+  EXPECT_EQ(systemd.Pending_("StopUnit"), nullptr);
+}
+
+// LIST: one `session` per detachable session (attached or detached), never
+// an ordinary one, then `listed` with the count, then EOF.
+TEST_F(SessionTest, ListNamesEveryDetachableSessionAndNothingElse) {
+  start_frame = DetachableStart(60);
+  reader.fd = client.get();
+  int unit = ToRunning();
+  obs.sessions.push_back(session.get());
+  ASSERT_EQ(write(unit, "0123456789", 10), 10);
+  ASSERT_TRUE(Wait([&] { return session->pump()->ring()->next() == 10; }));
+  FromUnit(std::string("E\0\0\x30\x39", 5));  // the command's pid: 12345
+  ASSERT_TRUE(Wait([&] {
+    reader.Drain();
+    return reader.events.size() == 2;
+  }));
+  client.reset();
+  ASSERT_TRUE(Wait([&] { return session->detached(); }));
+  // An ordinary session of the same application, still in its handshake.
+  UniqueFd c_plain;
+  auto plain = Another(&c_plain);
+
+  UniqueFd c2;
+  auto s2 = Another(&c2);
+  ClientReader r2(c2.get());
+  std::string f;
+  AppendFrame(FrameType::kList, std::string_view(), &f);
+  ASSERT_EQ(write(c2.get(), f.data(), f.size()), ssize_t(f.size()));
+  ASSERT_TRUE(Wait([&] { return !r2.Drain(); }));
+  ASSERT_EQ(r2.events.size(), 2u);
+  Envelope e, end;
+  ASSERT_EQ(ParseEnvelope(r2.events[0], &e), ErrorCode::kOk);
+  EXPECT_EQ(e.type, "session");
+  EXPECT_EQ(StrField(e, "session"), session->id());
+  EXPECT_EQ(StrField(e, "unit"), session->unit());
+  EXPECT_EQ(StrField(e, "state"), "detached");
+  EXPECT_GT(IntField(e, "started"), int64_t{1600000000} * 1000000);
+  EXPECT_EQ(IntField(e, "grace"), 60);
+  EXPECT_EQ(IntField(e, "scrollback"), int64_t(limits::kMinScrollbackBytes));
+  EXPECT_EQ(IntField(e, "first"), 0);
+  EXPECT_EQ(IntField(e, "next"), 10);
+  EXPECT_EQ(IntField(e, "pid"), 12345);
+  EXPECT_FALSE(std::get<bool>(e.fields["exited"]));
+  EXPECT_TRUE(IsNull(e, "code"));
+  EXPECT_TRUE(IsNull(e, "signal"));
+  EXPECT_LE(r2.events[0].size(), limits::kMaxListEntryBytes);
+  ASSERT_EQ(ParseEnvelope(r2.events[1], &end), ErrorCode::kOk);
+  EXPECT_EQ(end.type, "listed");
+  EXPECT_EQ(IntField(end, "count"), 1);
+}
+
+// The largest `session` entry (every number at its widest) fits
+// kMaxListEntryBytes, so kMaxDetachableSessions entries fit the queue LIST
+// writes them to.
+TEST(ListEntry, TheWidestEntryFitsItsBound) {
+  EnvelopeWriter w("session");
+  w.Str("session", std::string(32, 'f'))
+      .Str("unit", "opencode-pty-" + std::string(32, 'f') + ".service")
+      .Str("state", "detached")
+      .Int("started", INT64_MAX)
+      .Int("grace", limits::kMaxDetachGraceSec)
+      .Int("scrollback", int64_t(limits::kMaxScrollbackBytes))
+      .Int("first", INT64_MAX)
+      .Int("next", INT64_MAX)
+      .Bool("exited", false)
+      .Int("code", 255)
+      .Str("signal", "WINCH")
+      .Int("pid", INT32_MAX);
+  EXPECT_LE(w.Finish().size(), limits::kMaxListEntryBytes);
+}
+
+// The supervisor-wide bounds, each a clear error at START before systemd is
+// asked: kMaxScrollbackTotalBytes of rings, kMaxDetachableSessions sessions.
+TEST_F(SessionTest, DetachableBoundsAreClearErrorsAtStart) {
+  struct Bound { uint32_t scrollback; size_t fit; const char* code; } bounds[] = {
+      {uint32_t(limits::kMaxScrollbackBytes), limits::kMaxScrollbackTotalBytes / limits::kMaxScrollbackBytes,
+       "scrollback_exhausted"},
+      {uint32_t(limits::kMinScrollbackBytes), limits::kMaxDetachableSessions, "too_many_detachable"},
+  };
+  for (const Bound& b : bounds) {
+    SCOPED_TRACE(b.code);
+    std::vector<std::unique_ptr<Session>> held;
+    std::vector<UniqueFd> ends;
+    obs.sessions.clear();
+    size_t starts = systemd.Count("StartUnit");
+    for (size_t i = 0; i <= b.fit; ++i) {
+      UniqueFd end;
+      held.push_back(Another(&end));
+      UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      std::string f = DetachableStart(60, b.scrollback);
+      ASSERT_TRUE(Wait([&] { return held.back()->state() == Session::State::kAwaitStart; }));
+      ASSERT_EQ(SendWithFd(end.get(), f.data(), f.size(), dir.get()), ssize_t(f.size()));
+      if (i < b.fit) {
+        ASSERT_TRUE(Wait([&] { return systemd.Count("StartUnit") == starts + i + 1; }));
+      } else {
+        ClientReader r(end.get());
+        ASSERT_TRUE(Wait([&] { return !r.Drain(); }));
+        Envelope e;
+        ASSERT_EQ(r.events.size(), 1u);
+        ASSERT_EQ(ParseEnvelope(r.events[0], &e), ErrorCode::kOk);
+        EXPECT_EQ(Code(e), b.code);
+        EXPECT_EQ(systemd.Count("StartUnit"), starts + b.fit) << "systemd was not asked";
+      }
+      ends.push_back(std::move(end));
+    }
+    obs.sessions.clear();
+    ends.clear();
+    // Every unit asked for is stopped and proven gone before the next round.
+    for (size_t i = 0; i < b.fit; ++i) systemd.Answer("StartUnit", absl::OkStatus());
+    while (systemd.Pending_("StopUnit") != nullptr || Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }, 200)) {
+      ASSERT_TRUE(systemd.Answer("StopUnit", absl::OkStatus()));
+      ASSERT_TRUE(systemd.AnswerGone(true));
+    }
+    held.clear();
+  }
+}
 
 }  // namespace
 }  // namespace opencode::daemon

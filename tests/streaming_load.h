@@ -66,6 +66,7 @@ class StreamingLoad final : public Pump::Delegate {
   void OnEnvFrame(std::span<const uint8_t>) noexcept override { failed_ = true; }
   void OnControlFrame(FrameType, uint8_t) noexcept override { failed_ = true; }
   void OnResize(uint16_t, uint16_t) noexcept override { failed_ = true; }
+  void OnSessionRequest(FrameType, std::span<const uint8_t>) noexcept override { failed_ = true; }
   void OnClientError(ErrorCode) noexcept override { failed_ = true; }
   void OnClientEof() noexcept override {}
   void OnClientGone() noexcept override {}

@@ -13,6 +13,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -193,7 +194,7 @@ UniqueFd Pump::ReleaseConnection() noexcept {
 
 size_t Pump::MemoryBytes() const noexcept {
   return rx_.allocated() + in_.allocated() + out_.allocated() + env_.allocated() +
-         terminal_.capacity();
+         terminal_.capacity() + (ring_ ? ring_->allocated() : 0);
 }
 
 bool Pump::pty_reading() const noexcept { return IoEnabledFor(pty_source_.get(), EPOLLIN); }
@@ -227,7 +228,7 @@ void Pump::Update() noexcept {
   }
   if (pty_source_) {
     uint32_t ev = 0;
-    if (!pty_eof_ && !client_gone_ && out_.free() >= kFullOutputFrame) ev |= EPOLLIN;
+    if (PtyReadable()) ev |= EPOLLIN;
     if (!in_.empty() && !pty_input_dead_) ev |= EPOLLOUT;
     SetIo(pty_source_.get(), ev);
   }
@@ -287,21 +288,34 @@ void Pump::ReadStart() noexcept {
   }
   if (!got_first_segment_) {
     got_first_segment_ = true;
-    if (!r.fd) return ClientError(ErrorCode::kNoDescriptor);
+    first_segment_had_fd_ = static_cast<bool>(r.fd);
     start_fd_ = std::move(r.fd);
   } else if (r.fd) {
     AsyncClose(std::move(r.fd));
     return ClientError(ErrorCode::kExtraDescriptor);
   }
   rx_.commit(static_cast<size_t>(r.bytes));
-  DecodeResult d = DecodeFrame(Direction::kFromClient, rx_.readable());
+  // The first frame's type says whether its first segment had to carry the
+  // directory: START does (no_descriptor), LIST and ATTACH must not.
+  std::span<const uint8_t> got = rx_.readable();
+  if (got.size() < 2) return;
+  bool session_request = got[1] == uint8_t(FrameType::kList) || got[1] == uint8_t(FrameType::kAttach);
+  if (!session_request && !first_segment_had_fd_) return ClientError(ErrorCode::kNoDescriptor);
+  if (session_request && first_segment_had_fd_) {
+    AsyncClose(std::move(start_fd_));
+    return ClientError(ErrorCode::kExtraDescriptor);
+  }
+  DecodeResult d = DecodeFrame(Direction::kFromClient, got);
   if (d.status == DecodeResult::Status::kError) return ClientError(d.error);
   if (d.status == DecodeResult::Status::kNeedMore) return;
-  if (d.type != FrameType::kStart) return ClientError(ErrorCode::kProtocolState);
+  if (d.type != FrameType::kStart && !session_request) return ClientError(ErrorCode::kProtocolState);
   size_t consumed = d.consumed;
-  mode_ = Mode::kHold;  // nothing more is read until the unit runs
+  mode_ = Mode::kHold;  // nothing more is read until the unit runs (or the request is answered)
   Update();
-  delegate_->OnStartFrame(d.payload, std::move(start_fd_));
+  if (session_request)
+    delegate_->OnSessionRequest(d.type, d.payload);
+  else
+    delegate_->OnStartFrame(d.payload, std::move(start_fd_));
   // Bytes after START (sent early) stay buffered for RUNNING.
   rx_.consume(consumed);
   Update();
@@ -506,6 +520,7 @@ void Pump::WriteConn() noexcept {
     }
     if (written < len) break;  // socket buffer full
   }
+  if (ring_ && out_.free() >= kFullOutputFrame) FrameFromRing();
   if (blocked_ && mode_ == Mode::kRunning) Kick();
   CheckOutputComplete();
   Update();
@@ -529,8 +544,20 @@ void Pump::HandlePty(uint32_t revents) noexcept {
   Update();
 }
 
+// Ordinary: read when a whole OUTPUT frame fits the output queue, while the
+// client is there. Ring: while attached, read while the ring has room that
+// holds no byte not yet framed for the client; while detached, always (the
+// oldest bytes are dropped: a detached session never blocks its command).
+bool Pump::PtyReadable() const noexcept {
+  if (!pty_ || pty_eof_) return false;
+  if (!ring_) return !client_gone_ && out_.free() >= kFullOutputFrame;
+  if (detached_) return true;
+  return !client_gone_ && ring_->next() - sent_ < ring_->capacity();
+}
+
 void Pump::ReadPty() noexcept {
-  if (!pty_ || pty_eof_ || out_.free() < kFullOutputFrame) return;
+  if (!PtyReadable()) return;
+  if (ring_) return ReadPtyIntoRing();
   std::span<uint8_t> w = out_.writable(kFullOutputFrame);
   if (w.size() < kFullOutputFrame) return;
   // recvmsg with room for descriptors: a process in the unit that holds the
@@ -553,6 +580,97 @@ void Pump::ReadPty() noexcept {
   EncodeHeader(FrameType::kOutput, static_cast<uint32_t>(n), w.data());
   out_.commit(kHeader + static_cast<size_t>(n));
   WriteConn();  // latency: try now, the socket is usually writable
+}
+
+void Pump::ReadPtyIntoRing() noexcept {
+  size_t room = limits::kMaxOutputPayload;
+  if (!detached_) room = std::min<uint64_t>(room, ring_->capacity() - (ring_->next() - sent_));
+  std::span<uint8_t> w = ring_->Writable(room);
+  if (w.empty()) return;
+  RecvFdResult r = RecvWithFd(pty_.get(), w.data(), w.size(), MSG_DONTWAIT, &AsyncCloseDiscard);
+  AsyncClose(std::move(r.fd));
+  ssize_t n = r.bytes;
+  if (n < 0) {
+    if (n == -EAGAIN || n == -EINTR) return;
+    n = 0;
+  }
+  if (n == 0) {
+    pty_eof_ = true;
+    Update();
+    CheckOutputComplete();
+    return;
+  }
+  ring_->Commit(static_cast<size_t>(n));
+  if (detached_) return;
+  FrameFromRing();
+  WriteConn();
+}
+
+// Cuts OUTPUT frames from the ring's bytes not yet framed, as far as the
+// output queue has room (a replay after an attach goes the same way).
+void Pump::FrameFromRing() noexcept {
+  if (!ring_ || detached_ || !conn_ || client_gone_ || terminal_queued_) return;
+  while (sent_ < ring_->next() && out_.free() > kHeader) {
+    std::span<const uint8_t> src =
+        ring_->Readable(sent_, std::min(limits::kMaxOutputPayload, out_.free() - kHeader));
+    if (src.empty()) return;
+    std::span<uint8_t> dst = out_.writable(kHeader + src.size());
+    if (dst.size() < kHeader + src.size()) return;
+    EncodeHeader(FrameType::kOutput, static_cast<uint32_t>(src.size()), dst.data());
+    std::memcpy(dst.data() + kHeader, src.data(), src.size());
+    out_.commit(kHeader + src.size());
+    sent_ += src.size();
+  }
+}
+
+void Pump::EnableRing(size_t capacity) noexcept {
+  ring_ = std::make_unique<OutputRing>(capacity);
+  sent_ = 0;
+}
+
+UniqueFd Pump::DetachConnection() noexcept {
+  UniqueFd conn = ReleaseConnection();
+  detached_ = true;
+  paused_ = false;
+  blocked_ = false;
+  Update();
+  return conn;
+}
+
+absl::Status Pump::AttachConnection(UniqueFd conn, uint64_t from) noexcept {
+  sd_event_source* s = nullptr;
+  int r = sd_event_add_io(event_, &s, conn.get(), 0, &Pump::OnConnIo, this);
+  if (r < 0) {
+    AsyncClose(std::move(conn));
+    return SdError(r, "sd_event_add_io(connection)");
+  }
+  conn_ = std::move(conn);
+  conn_source_.reset(s);
+  sd_event_source_set_priority(s, kPumpPriority);
+  detached_ = false;
+  client_gone_ = false;
+  client_eof_ = false;
+  flushed_sent_ = false;
+  terminal_written_ = 0;
+  if (ring_) sent_ = std::clamp(from, ring_->first(), ring_->next());
+  // Completeness is judged again for this connection: the replay comes first.
+  output_complete_sent_ = false;
+  mode_ = Mode::kRunning;
+  FrameFromRing();  // the replay; envelopes queued next still go first
+  Kick();
+  Update();
+  return absl::OkStatus();
+}
+
+bool Pump::QueueListEntry(std::string_view json) noexcept {
+  if (json.size() < 2 || json.size() > limits::kMaxEnvelopeBytes || !conn_) return false;
+  std::span<uint8_t> dst = out_.writable(kHeader + json.size());
+  if (dst.size() < kHeader + json.size()) return false;
+  EncodeHeader(FrameType::kEvent, static_cast<uint32_t>(json.size()), dst.data());
+  std::memcpy(dst.data() + kHeader, json.data(), json.size());
+  out_.commit(kHeader + json.size());
+  Update();
+  return true;
 }
 
 void Pump::WritePty() noexcept {
@@ -594,7 +712,9 @@ void Pump::MaybeShutdownPtyInput() noexcept {
 }
 
 void Pump::CheckOutputComplete() noexcept {
-  if (pty_eof_ && out_.empty() && !output_complete_sent_ && !client_gone_) {
+  // Detached, the ring holds the output: it is complete at the PTY's EOF.
+  if (output_complete_sent_ || !(pty_eof_ || pty_detached_)) return;
+  if (detached_ || (!client_gone_ && output_complete())) {
     output_complete_sent_ = true;
     delegate_->OnOutputComplete();
   }

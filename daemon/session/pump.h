@@ -21,6 +21,7 @@
 #include "common/unique_fd.h"
 #include "daemon/base/sd_ptr.h"
 #include "daemon/session/byte_queue.h"
+#include "daemon/session/output_ring.h"
 
 namespace opencode::daemon {
 
@@ -39,6 +40,9 @@ class Pump {
     // RESIZE in RUNNING, size already validated (1..1000 each). Must not
     // block: the session only stores it (coalescing, unit_channel.h).
     virtual void OnResize(uint16_t cols, uint16_t rows) noexcept = 0;
+    // LIST or ATTACH (payload not yet parsed) instead of START, no descriptor
+    // (docs/PROTOCOL.md section 10.4). Mode is kHold when this is called.
+    virtual void OnSessionRequest(FrameType type, std::span<const uint8_t> payload) noexcept = 0;
     // The client broke the protocol; the session ends with `code`.
     virtual void OnClientError(ErrorCode code) noexcept = 0;
     // The client shut down its sending side (it may still read).
@@ -77,6 +81,23 @@ class Pump {
   // Closes the PTY stream (what was read stays queued for the client).
   void DetachPty() noexcept;
 
+  // A detachable session (docs/PROTOCOL.md section 10): from now on every
+  // byte read from the PTY goes into a ring of `capacity` bytes, and OUTPUT
+  // frames are cut from the ring. Call before AttachPty.
+  void EnableRing(size_t capacity) noexcept;
+  const OutputRing* ring() const noexcept { return ring_.get(); }
+  // Detach: the connection is handed to the caller (to close) with nothing
+  // queued for it; the PTY is read into the ring with no backpressure (the
+  // oldest bytes are dropped) until AttachConnection.
+  UniqueFd DetachConnection() noexcept;
+  bool detached() const noexcept { return detached_; }
+  // Attach `conn`: OUTPUT resumes from cursor `from` (first() <= from <=
+  // next()), after the envelopes queued next (attached goes first).
+  absl::Status AttachConnection(UniqueFd conn, uint64_t from) noexcept;
+  // A queued envelope that may be larger than the notice queue holds (LIST's
+  // entries): written into the output queue, in order with OUTPUT.
+  bool QueueListEntry(std::string_view json) noexcept;
+
   // A non-terminal envelope (started, notice). False if its reserve is full;
   // the pump stops decoding control frames before that can happen.
   bool QueueEnvelope(std::string_view json) noexcept;
@@ -96,7 +117,9 @@ class Pump {
   UniqueFd ReleaseConnection() noexcept;
 
   bool connected() const noexcept { return conn_.valid(); }
-  bool output_complete() const noexcept { return pty_eof_ && out_.empty(); }
+  bool output_complete() const noexcept {
+    return (pty_eof_ || pty_detached_) && out_.empty() && (!ring_ || sent_ == ring_->next());
+  }
   // Heap bytes held by this session's buffers right now.
   size_t MemoryBytes() const noexcept;
   size_t output_queued() const noexcept { return out_.size(); }
@@ -127,6 +150,9 @@ class Pump {
   void ProcessFrames() noexcept;
   void WriteConn() noexcept;
   void ReadPty() noexcept;
+  void ReadPtyIntoRing() noexcept;
+  void FrameFromRing() noexcept;
+  bool PtyReadable() const noexcept;
   void WritePty() noexcept;
   void MaybeShutdownPtyInput() noexcept;
   void CheckOutputComplete() noexcept;
@@ -153,6 +179,11 @@ class Pump {
   ByteQueue out_{limits::kOutputQueueBytes};
   // EVENT frames (started, notices) waiting for the client.
   ByteQueue env_{kNoticeQueueBytes};
+  // A detachable session's output (null otherwise) and the cursor of the
+  // next ring byte to be framed into out_.
+  std::unique_ptr<OutputRing> ring_;
+  uint64_t sent_ = 0;
+  bool detached_ = false;
   // The terminal EVENT frame, at most kTerminalReserve bytes.
   std::string terminal_;
   size_t terminal_written_ = 0;
@@ -163,6 +194,7 @@ class Pump {
   size_t current_left_ = 0;
 
   bool got_first_segment_ = false;  // AWAIT_START: the descriptor's segment
+  bool first_segment_had_fd_ = false;
   UniqueFd start_fd_;
   bool paused_ = false;
   bool blocked_ = false;      // a decoded frame waits for queue room

@@ -50,6 +50,13 @@ std::string_view ClientMessage(ErrorCode code) {
     case ErrorCode::kProtocolState: return "frame not allowed in this state";
     case ErrorCode::kStopFailed: return "systemd did not stop the PTY unit; it is being stopped and reaped";
     case ErrorCode::kLaunchFailed: return "the launcher refused or could not prepare the command; it did not run";
+    case ErrorCode::kBadDetach: return "START's grace or scrollback is outside its bounds";
+    case ErrorCode::kTooManyDetachable: return "too many detachable sessions";
+    case ErrorCode::kScrollbackExhausted: return "the supervisor's scrollback memory is taken by other detachable sessions";
+    case ErrorCode::kBadAttach: return "ATTACH payload malformed";
+    case ErrorCode::kNoSuchSession: return "no detachable session has this id";
+    case ErrorCode::kSessionAttached: return "the session has a connection";
+    case ErrorCode::kBadCursor: return "the cursor is past the session's output";
     case ErrorCode::kInternal: return "supervisor-side failure";
     default: return "malformed frame";
   }
@@ -176,6 +183,7 @@ int Session::OnDeadline(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdat
 }
 
 void Session::Notice(std::string_view code, std::string_view signal) noexcept {
+  if (detached_) return;  // nobody to tell; the exit is kept for the next attach
   EnvelopeWriter w("notice");
   w.Str("code", code);
   if (!signal.empty()) w.Str("signal", signal);
@@ -220,6 +228,10 @@ int Session::OnPeerExit(sd_event_source* /*s*/, int /*fd*/, uint32_t /*revents*/
   // Ended already (its connection closed, or a terminal envelope queued):
   // that path stops and proves the unit as it is.
   if (self->terminal_queued_ || self->client_gone_) return 0;
+  if (self->CanDetach()) {
+    self->Detach("the authenticated peer (MainPID) exited; session detached");
+    return 0;
+  }
   self->Fail(ErrorCode::kUnauthenticated, "the authenticated peer (MainPID) exited; its connection is no longer served");
   return 0;
 }
@@ -234,6 +246,12 @@ void Session::OnStartFrame(std::span<const uint8_t> payload, UniqueFd dir) noexc
   if (ErrorCode c = ParseStartPayload(payload, &request); c != ErrorCode::kOk) {
     AsyncClose(std::move(dir));
     return Fail(c, "bad START payload");
+  }
+  if (request.detach.detachable()) {
+    if (ErrorCode c = ReserveDetachable(request.detach); c != ErrorCode::kOk) {
+      AsyncClose(std::move(dir));
+      return Fail(c, "detachable session refused");
+    }
   }
   // The type from the inode the kernel already has (AT_STATX_DONT_SYNC): a
   // FUSE file's server is not asked, so it cannot make this call wait. An
@@ -397,6 +415,12 @@ void Session::OnStarting(const UnitSnapshot& snapshot) noexcept {
       .Str("source", ctx_.source);
   if (!pump_->QueueEnvelope(w.Finish()))
     return Fail(ErrorCode::kInternal, "cannot queue the started envelope");
+  if (detachable()) {
+    pump_->EnableRing(detach_.scrollback);
+    struct timespec ts {};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    started_usec_ = int64_t(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+  }
   if (absl::Status st = pump_->AttachPty(std::move(pty_stream_)); !st.ok())
     return Fail(ErrorCode::kInternal, SV(st.message()));
   Arm(Deadline::kNone, 0);
@@ -464,7 +488,8 @@ void Session::OnSignalDelivered(uint8_t signo) noexcept {
 void Session::OnCommandEnded() noexcept { pump_->EndPtyInput(); }
 
 void Session::OnCommandExecuted(pid_t pid) noexcept {
-  if (state_ != State::kRunning || terminal_queued_) return;
+  command_pid_ = pid;
+  if (state_ != State::kRunning || terminal_queued_ || detached_) return;
   EnvelopeWriter w("notice");
   w.Str("code", "command_started").Int("pid", pid);
   static LogLimiter limiter;
@@ -526,7 +551,17 @@ void Session::OnRunningSnapshot(const UnitSnapshot& snapshot) noexcept {
 void Session::MaybeSendExit() noexcept {
   if (state_ != State::kRunning || !exit_ || !output_complete_ || !reap_done_ || terminal_queued_)
     return;
-  // The unit is gone: everything its monitor sent is in the channel.
+  if (!final_envelope_) final_envelope_ = FinalEnvelope();
+  if (detached_) {
+    Log(LOG_INFO, Fields(), "the command of a detached session ended; its exit is kept for an attach");
+    return;
+  }
+  QueueTerminal(*final_envelope_);
+}
+
+// The exit (or launch_failed) envelope, decided once the unit is gone:
+// everything its monitor sent is in the channel.
+std::string Session::FinalEnvelope() noexcept {
   ExitFacts facts;
   facts.unit = *exit_;
   facts.stop_requested = stop_requested_;
@@ -541,13 +576,24 @@ void Session::MaybeSendExit() noexcept {
     facts.executed = channel_->executed().has_value();
   }
   ExitReport report = DecideExit(facts);
-  if (report.type == ExitReport::Type::kLaunchFailed) return SendLaunchFailed(report);
+  final_report_ = report;
+  if (report.type == ExitReport::Type::kLaunchFailed) {
+    static LogLimiter limiter;
+    LogLimited(limiter, LOG_WARNING, Fields(report.error),
+               absl::StrCat("launcher failed: ", AV(report.reason), " (status ", report.status, ")"));
+    EnvelopeWriter w("error");
+    w.Str("code", ErrorCodeName(report.error))
+        .Str("message", ClientMessage(report.error))
+        .Str("reason", report.reason)
+        .Int("status", report.status);
+    return w.Finish();
+  }
   EnvelopeWriter w("exit");
   if (report.code) w.Int("code", *report.code); else w.Null("code");
   if (!report.signal.empty()) w.Str("signal", report.signal); else w.Null("signal");
   w.Str("result", report.result);
   w.Bool("exact", report.exact);
-  QueueTerminal(w.Finish());
+  return w.Finish();
 }
 
 // The one terminal envelope (exit or error): the session is ENDING and the
@@ -559,16 +605,164 @@ void Session::QueueTerminal(std::string envelope) noexcept {
   Arm(Deadline::kFlush, limits::kTerminalFlushDeadlineUsec);
 }
 
-void Session::SendLaunchFailed(const ExitReport& report) noexcept {
-  static LogLimiter limiter;
-  LogLimited(limiter, LOG_WARNING, Fields(report.error),
-             absl::StrCat("launcher failed: ", AV(report.reason), " (status ", report.status, ")"));
-  EnvelopeWriter w("error");
-  w.Str("code", ErrorCodeName(report.error))
-      .Str("message", ClientMessage(report.error))
-      .Str("reason", report.reason)
-      .Int("status", report.status);
+// ------------------------------------------------------------ detachable
+
+ErrorCode Session::ReserveDetachable(const DetachOptions& options) noexcept {
+  size_t count = 0, bytes = 0;
+  observer_->ForEachSession([&](Session& s) {
+    if (&s == this || !s.detachable()) return;
+    ++count;
+    bytes += s.scrollback();
+  });
+  if (count >= limits::kMaxDetachableSessions) return ErrorCode::kTooManyDetachable;
+  if (bytes + options.scrollback > limits::kMaxScrollbackTotalBytes) return ErrorCode::kScrollbackExhausted;
+  detach_ = options;
+  return ErrorCode::kOk;
+}
+
+// Detached instead of ended: RUNNING, nothing terminal decided for the
+// client, and no STOP asked for (a client that stopped its session and
+// closes wants it ended).
+bool Session::CanDetach() const noexcept {
+  return detachable() && !detached_ && state_ == State::kRunning && !terminal_queued_ &&
+         !client_gone_ && !stop_requested_;
+}
+
+void Session::Detach(std::string_view why) noexcept {
+  detached_ = true;
+  // The old connection reaches nothing from here on, whoever still holds
+  // it; the peer it was authenticated for is forgotten.
+  peer_watch_.reset();
+  AsyncClose(std::move(peer_pidfd_));
+  AsyncClose(pump_->DetachConnection());
+  if (!grace_timer_) {
+    sd_event_source* s = nullptr;
+    int r = sd_event_add_time(ctx_.event, &s, CLOCK_MONOTONIC, 0, 0, &Session::OnGraceEnd, this);
+    if (r < 0) {
+      detached_ = false;
+      return DropClient();
+    }
+    grace_timer_.reset(s);
+  }
+  uint64_t now = 0;
+  sd_event_now(ctx_.event, CLOCK_MONOTONIC, &now);
+  sd_event_source_set_time(grace_timer_.get(), now + uint64_t{detach_.grace_sec} * 1000 * 1000);
+  sd_event_source_set_enabled(grace_timer_.get(), SD_EVENT_ONESHOT);
+  Log(LOG_INFO, Fields(), why);
+  observer_->OnSessionChanged(this);
+  MaybeSendExit();
+}
+
+int Session::OnGraceEnd(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) noexcept {
+  auto* self = static_cast<Session*>(userdata);
+  if (!self->detached_) return 0;
+  Log(LOG_INFO, self->Fields(), "detached session not attached within its grace period; ending it");
+  self->detached_ = false;
+  self->DropClient();
+  return 0;
+}
+
+ErrorCode Session::Attach(Session& from, uint64_t cursor) noexcept {
+  if (!detachable() || state_ != State::kRunning || terminal_queued_ || client_gone_ || finished_)
+    return ErrorCode::kNoSuchSession;
+  if (!detached_) return ErrorCode::kSessionAttached;
+  const OutputRing* ring = pump_->ring();
+  if (ring == nullptr) return ErrorCode::kNoSuchSession;
+  if (cursor > ring->next()) return ErrorCode::kBadCursor;
+  // The same watch as OnAuthenticated, for the new peer (one source per
+  // descriptor: `from`'s goes first).
+  from.peer_watch_.reset();
+  sd_event_source* watch = nullptr;
+  if (sd_event_add_io(ctx_.event, &watch, from.peer_pidfd_.get(), EPOLLIN, &Session::OnPeerExit, this) < 0)
+    return ErrorCode::kInternal;
+  peer_watch_.reset(watch);
+  peer_pidfd_ = std::move(from.peer_pidfd_);
+  peer_ = from.peer_;
+  uint64_t first = ring->first(), next = ring->next(), start = std::max(cursor, first);
+  if (absl::Status st = pump_->AttachConnection(from.pump_->ReleaseConnection(), start); !st.ok()) {
+    peer_watch_.reset();
+    Log(LOG_ERR, Fields(), absl::StrCat("attach failed: ", st.message()));
+    return ErrorCode::kInternal;
+  }
+  detached_ = false;
+  if (grace_timer_) sd_event_source_set_enabled(grace_timer_.get(), SD_EVENT_OFF);
+  // The replay comes before the exit, if there is one.
+  output_complete_ = pump_->output_complete();
+  EnvelopeWriter w("attached");
+  w.Str("session", id_)
+      .Str("unit", unit_)
+      .Str("invocation", invocation_)
+      .Str("revision", ctx_.revision)
+      .Str("source", ctx_.source)
+      .Int("cursor", int64_t(start))
+      .Int("dropped", int64_t(start - cursor))
+      .Int("next", int64_t(next));
+  if (command_pid_ > 0) w.Int("pid", command_pid_); else w.Null("pid");
+  pump_->QueueEnvelope(w.Finish());  // the notice queue is empty: no connection had it
+  Log(LOG_INFO, Fields(), absl::StrCat("detached session attached at cursor ", start, " (", start - cursor,
+                                       " bytes asked for are gone)"));
+  observer_->OnSessionChanged(this);
+  return ErrorCode::kOk;
+}
+
+std::string Session::ListEntry() const {
+  const OutputRing* ring = pump_ ? pump_->ring() : nullptr;
+  EnvelopeWriter w("session");
+  w.Str("session", id_)
+      .Str("unit", unit_)
+      .Str("state", detached_ ? "detached" : "attached")
+      .Int("started", started_usec_)
+      .Int("grace", detach_.grace_sec)
+      .Int("scrollback", detach_.scrollback)
+      .Int("first", ring ? int64_t(ring->first()) : 0)
+      .Int("next", ring ? int64_t(ring->next()) : 0)
+      .Bool("exited", final_report_.has_value());
+  if (final_report_ && final_report_->code) w.Int("code", *final_report_->code); else w.Null("code");
+  if (final_report_ && !final_report_->signal.empty()) w.Str("signal", final_report_->signal); else w.Null("signal");
+  if (command_pid_ > 0) w.Int("pid", command_pid_); else w.Null("pid");
+  return w.Finish();
+}
+
+// LIST or ATTACH instead of START (docs/PROTOCOL.md section 10.4).
+void Session::OnSessionRequest(FrameType type, std::span<const uint8_t> payload) noexcept {
+  if (state_ != State::kAwaitStart) return Fail(ErrorCode::kProtocolState, "LIST or ATTACH out of state");
+  if (!peer_pidfd_ || !PidfdAlive(peer_pidfd_.get()))
+    return Fail(ErrorCode::kUnauthenticated, "the authenticated peer exited before its request was read");
+  if (type == FrameType::kList) return AnswerList();
+  std::string id;
+  uint64_t cursor = 0;
+  if (ErrorCode c = ParseAttachPayload(payload, &id, &cursor); c != ErrorCode::kOk)
+    return Fail(c, "bad ATTACH payload");
+  Session* target = nullptr;
+  observer_->ForEachSession([&](Session& s) {
+    if (&s != this && s.id() == id) target = &s;
+  });
+  ErrorCode c = target == nullptr ? ErrorCode::kNoSuchSession : target->Attach(*this, cursor);
+  if (c != ErrorCode::kOk) return Fail(c, "ATTACH refused");
+  // The connection and its peer belong to the attached session now; this
+  // one held nothing else and is done.
+  Log(LOG_INFO, Fields(), absl::StrCat("connection handed to session ", id));
+  Arm(Deadline::kNone, 0);
+  client_gone_ = true;
+  SetState(State::kEnding);
+  MaybeFinish();
+}
+
+void Session::AnswerList() noexcept {
+  int64_t count = 0;
+  observer_->ForEachSession([&](Session& s) {
+    if (!s.listable()) return;
+    // The bound that makes every entry fit the output queue (limits.h).
+    std::string entry = s.ListEntry();
+    if (entry.size() > limits::kMaxListEntryBytes)
+      return Log(LOG_ERR, Fields(), "a LIST entry is above kMaxListEntryBytes; left out");
+    if (pump_->QueueListEntry(entry)) ++count;
+  });
+  EnvelopeWriter w("listed");
+  w.Int("count", count);
+  Log(LOG_INFO, Fields(), absl::StrCat("detachable sessions listed: ", count));
   QueueTerminal(w.Finish());
+  MaybeFinish();
 }
 
 // ------------------------------------------------------------ ending
@@ -603,6 +797,12 @@ void Session::OnReaped(absl::Status status) noexcept {
 }
 
 void Session::Fail(ErrorCode code, std::string_view detail) noexcept {
+  if (detached_) {
+    // Nobody to tell: ended as at the end of its grace period.
+    Log(LOG_WARNING, Fields(code), absl::StrCat("detached session ended (", AV(ErrorCodeName(code)), "): ", AV(detail)));
+    detached_ = false;
+    return DropClient();
+  }
   if (terminal_queued_ || client_gone_) {
     BeginReap();
     return MaybeFinish();
@@ -626,13 +826,14 @@ void Session::Fail(ErrorCode code, std::string_view detail) noexcept {
 }
 
 void Session::Terminate() noexcept {
-  if (state_ == State::kRunning && exit_) return;  // exit is on its way
+  if (state_ == State::kRunning && exit_ && !detached_) return;  // exit is on its way
   Fail(ErrorCode::kInternal, "supervisor is stopping");
 }
 
 void Session::OnClientError(ErrorCode code) noexcept { Fail(code, "client protocol error"); }
 
 void Session::OnClientEof() noexcept {
+  if (CanDetach()) return Detach("client closed its connection; session detached");
   if (state_ == State::kRunning) {
     // The client ended the session but may still read: stop the unit and
     // deliver what remains, then the exit envelope.
@@ -643,7 +844,10 @@ void Session::OnClientEof() noexcept {
   DropClient();
 }
 
-void Session::OnClientGone() noexcept { DropClient(); }
+void Session::OnClientGone() noexcept {
+  if (CanDetach()) return Detach("client hung up; session detached");
+  DropClient();
+}
 
 void Session::OnFlushed() noexcept {
   Arm(Deadline::kNone, 0);
@@ -680,7 +884,7 @@ void Session::DropClient() noexcept {
 }
 
 void Session::MaybeFinish() noexcept {
-  if (finished_) return;
+  if (finished_ || detached_) return;
   if (pump_ && pump_->connected()) return;
   if (start_call_) return;                  // in-flight StartTransientUnit
   if (unit_requested_ && !reap_done_) return;  // unit not yet proven gone

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "common/errors.h"
 #include "common/frame.h"
@@ -56,6 +57,9 @@ class SessionObserver {
   virtual void OnSessionChanged(Session* s) noexcept = 0;
   // The session is completely done; destroy it later (never synchronously).
   virtual void OnSessionFinished(Session* s) noexcept = 0;
+  // Every session not yet finished (LIST, ATTACH and the detachable bounds
+  // of docs/PROTOCOL.md section 10).
+  virtual void ForEachSession(absl::FunctionRef<void(Session&)> fn) noexcept = 0;
 
  protected:
   ~SessionObserver() = default;
@@ -76,6 +80,20 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   void Terminate() noexcept;
 
   State state() const noexcept { return state_; }
+  // Detachable (docs/PROTOCOL.md section 10): from START on, its scrollback
+  // is reserved against kMaxScrollbackTotalBytes until it is finished.
+  bool detachable() const noexcept { return detach_.detachable(); }
+  size_t scrollback() const noexcept { return detach_.scrollback; }
+  // Detached: running (or exited) with no connection, the grace timer armed.
+  bool detached() const noexcept { return detached_; }
+  // Listed by LIST: detachable and RUNNING (attached or detached).
+  bool listable() const noexcept { return detachable() && state_ == State::kRunning && !terminal_queued_; }
+  // LIST's `session` envelope for this session (at most kMaxListEntryBytes).
+  std::string ListEntry() const;
+  // ATTACH by `from` (a session that just read the frame): takes its
+  // connection and its peer, or says why not (no_such_session,
+  // session_attached, bad_cursor) and touches nothing.
+  ErrorCode Attach(Session& from, uint64_t cursor) noexcept;
   // Still authenticating or waiting for START (the handshake budget).
   bool in_handshake() const noexcept {
     return state_ == State::kAuthenticating || state_ == State::kAwaitStart;
@@ -97,6 +115,7 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   void OnEnvFrame(std::span<const uint8_t> payload) noexcept override;
   void OnControlFrame(FrameType type, uint8_t arg) noexcept override;
   void OnResize(uint16_t cols, uint16_t rows) noexcept override;
+  void OnSessionRequest(FrameType type, std::span<const uint8_t> payload) noexcept override;
   void OnClientError(ErrorCode code) noexcept override;
   void OnClientEof() noexcept override;
   void OnClientGone() noexcept override;
@@ -121,7 +140,12 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   void BeginReap() noexcept;
   void OnReaped(absl::Status status) noexcept;
   void MaybeSendExit() noexcept;
-  void SendLaunchFailed(const ExitReport& report) noexcept;
+  std::string FinalEnvelope() noexcept;
+  bool CanDetach() const noexcept;
+  void Detach(std::string_view why) noexcept;
+  static int OnGraceEnd(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
+  ErrorCode ReserveDetachable(const DetachOptions& options) noexcept;
+  void AnswerList() noexcept;
   void QueueTerminal(std::string envelope) noexcept;
   void Fail(ErrorCode code, std::string_view detail) noexcept;
   void DropClient() noexcept;
@@ -200,6 +224,17 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   // Refused while its peer was authenticated: once the error envelope is
   // out, the connection goes to ctx_.lingerer instead of the closer.
   bool refused_ = false;
+
+  // Detachable sessions (docs/PROTOCOL.md section 10).
+  DetachOptions detach_;
+  bool detached_ = false;
+  EventSourcePtr grace_timer_;
+  int64_t started_usec_ = 0;  // CLOCK_REALTIME when `started` was queued
+  pid_t command_pid_ = 0;     // from the unit's 'E' report
+  // The terminal envelope once decided (exit or launch_failed): kept while
+  // detached, sent at the next attach after the replay.
+  std::optional<std::string> final_envelope_;
+  std::optional<ExitReport> final_report_;
 };
 
 }  // namespace opencode::daemon
