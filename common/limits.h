@@ -129,7 +129,7 @@ inline constexpr uint16_t kDefaultRows = 24;
 // supervisor stops reading the PTY stream (backpressure), it never grows.
 inline constexpr size_t kOutputQueueBytes = 4 * (kFrameHeaderBytes + kMaxOutputPayload);
 // One LIST entry (a `session` envelope) holds fixed keys, two ids, a unit
-// name and numbers: under 512 bytes (tests/detach_test.cc builds the largest).
+// name and numbers: under 512 bytes (tests/session_test.cc, ListEntry.TheWidestEntryFitsItsBound).
 inline constexpr size_t kMaxListEntryBytes = 512;
 static_assert(kMaxDetachableSessions * (kFrameHeaderBytes + kMaxListEntryBytes) +
                       kFrameHeaderBytes + kMaxEnvelopeBytes <= kOutputQueueBytes,

@@ -35,10 +35,10 @@ from driver import (APP, CONTROL, FD_TOL, RSS_ANON_TOL_KB, RSS_TOL_KB, SESSION_U
 APP_DROPIN = "/run/systemd/system/opencode-v2.service.d/faults-restart.conf"
 # kSessionMemoryCap of common/limits.h: kOutputQueueBytes 4 x (8 + 65,536) +
 # kInputQueueBytes 4 x 16,384 + kEnvelopeQueueBytes 4 x (8 + 4,096) + a frame
-# header 8 + kMaxFramePayload (= kMaxStartPayload, 12 + 4 x 1,024 + 65,536) + a
-# START held while its ENV frame arrives (kMaxStartPayload again) = 483,424 bytes.
+# header 8 + kMaxFramePayload (= kMaxStartPayload, 12 + 4 x 1,024 + 65,536 + 8) + a
+# START held while its ENV frame arrives (kMaxStartPayload again) = 483,440 bytes.
 # The stall case bounds the supervisor's RssAnon by baseline + N x this + RSS_ANON_TOL_KB.
-SESSION_MEMORY_CAP = 483424
+SESSION_MEMORY_CAP = 483440
 # Stable error codes a supervisor may send (docs/PROTOCOL.md section 8).
 STABLE_CODES = {
     "bad_version", "unknown_type", "bad_reserved", "frame_too_large", "frame_too_small", "bad_start",
