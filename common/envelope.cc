@@ -218,11 +218,24 @@ ErrorCode CheckFields(const Envelope& env) {
   const std::string* v = nullptr;
   ErrorCode e;
   // docs/PROTOCOL.md section 10.4.
+  // A key that must be present: an integer of at least 1, or null (pid, code).
+  auto int_or_null = [&env](const char* k) -> ErrorCode {
+    auto it = env.fields.find(k);
+    if (it == env.fields.end()) return ErrorCode::kMissingField;
+    if (std::holds_alternative<std::nullptr_t>(it->second)) return ErrorCode::kOk;
+    const int64_t* n = std::get_if<int64_t>(&it->second);
+    return n && *n >= 0 ? ErrorCode::kOk : ErrorCode::kBadField;
+  };
   if (env.type == "attached") {
     if ((e = session_unit()) != ErrorCode::kOk) return e;
+    struct { const char* key; size_t hex; } want[] = {{"invocation", 32}, {"revision", 40}, {"source", 64}};
+    for (auto& w : want) {
+      if ((e = str(w.key, &v)) != ErrorCode::kOk) return e;
+      if (!IsHex(*v, w.hex)) return ErrorCode::kBadField;
+    }
     for (const char* k : {"cursor", "dropped", "next"})
       if ((e = count(k)) != ErrorCode::kOk) return e;
-    return ErrorCode::kOk;
+    return int_or_null("pid");
   }
   if (env.type == "session") {
     if ((e = session_unit()) != ErrorCode::kOk) return e;
@@ -232,7 +245,13 @@ ErrorCode CheckFields(const Envelope& env) {
       if ((e = count(k)) != ErrorCode::kOk) return e;
     auto exited = env.fields.find("exited");
     if (exited == env.fields.end()) return ErrorCode::kMissingField;
-    return std::holds_alternative<bool>(exited->second) ? ErrorCode::kOk : ErrorCode::kBadField;
+    if (!std::holds_alternative<bool>(exited->second)) return ErrorCode::kBadField;
+    if ((e = int_or_null("code")) != ErrorCode::kOk || (e = int_or_null("pid")) != ErrorCode::kOk) return e;
+    auto sig = env.fields.find("signal");
+    if (sig == env.fields.end()) return ErrorCode::kMissingField;
+    bool sig_ok = std::holds_alternative<std::nullptr_t>(sig->second) ||
+                  std::holds_alternative<std::string>(sig->second);
+    return sig_ok ? ErrorCode::kOk : ErrorCode::kBadField;
   }
   if (env.type == "listed") return count("count");
   if (env.type == "started") {

@@ -65,6 +65,25 @@ TEST(Envelope, RandomizedWriterRoundTrip) {
   }
 }
 
+// The envelopes of docs/PROTOCOL.md section 10.4, as the supervisor writes them.
+TEST(Envelope, DetachableSessionEnvelopes) {
+  const char* good[] = {
+      R"({"type":"attached","session":"%A%","unit":"opencode-pty-%A%.service",%IDS%,"cursor":5,"dropped":0,"next":11,"pid":12345})",
+      R"({"type":"attached","session":"%A%","unit":"opencode-pty-%A%.service",%IDS%,"cursor":0,"dropped":0,"next":0,"pid":null})",
+      R"({"type":"session","session":"%A%","unit":"opencode-pty-%A%.service","state":"attached","started":1,"grace":1,"scrollback":65536,"first":0,"next":0,"exited":false,"code":null,"signal":null,"pid":null})",
+      R"({"type":"session","session":"%A%","unit":"opencode-pty-%A%.service","state":"detached","started":1,"grace":3600,"scrollback":2097152,"first":7,"next":9,"exited":true,"code":null,"signal":"TERM","pid":99})",
+      R"({"type":"listed","count":0})",
+  };
+  for (std::string json : good) {
+    size_t at;
+    while ((at = json.find("%A%")) != std::string::npos) json.replace(at, 3, std::string(32, 'a'));
+    if ((at = json.find("%IDS%")) != std::string::npos)
+      json.replace(at, 5, R"("invocation":"00000000000000000000000000000000","revision":"ffffffffffffffffffffffffffffffffffffffff","source":"1111111111111111111111111111111111111111111111111111111111111111")");
+    Envelope env;
+    EXPECT_EQ(ParseEnvelope(json, &env), ErrorCode::kOk) << json;
+  }
+}
+
 struct Bad { const char* name; std::string json; ErrorCode want; };
 class EnvelopeMalformed : public ::testing::TestWithParam<Bad> {};
 
@@ -112,6 +131,17 @@ INSTANTIATE_TEST_SUITE_P(All, EnvelopeMalformed, ::testing::Values(
     Bad{"started_unit_mismatch", R"({"type":"started","session":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","unit":"other.service","invocation":"00000000000000000000000000000000","revision":"ffffffffffffffffffffffffffffffffffffffff","source":"1111111111111111111111111111111111111111111111111111111111111111"})", ErrorCode::kBadField},
     Bad{"started_missing_source", R"({"type":"started","session":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","unit":"opencode-pty-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.service","invocation":"00000000000000000000000000000000","revision":"ffffffffffffffffffffffffffffffffffffffff"})", ErrorCode::kMissingField},
     Bad{"started_upper_hex", R"({"type":"started","session":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","unit":"opencode-pty-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.service","invocation":"00000000000000000000000000000000","revision":"ffffffffffffffffffffffffffffffffffffffff","source":"1111111111111111111111111111111111111111111111111111111111111111"})", ErrorCode::kBadField},
+    Bad{"attached_no_cursor", R"({"type":"attached","session":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","unit":"opencode-pty-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.service","invocation":"00000000000000000000000000000000","revision":"ffffffffffffffffffffffffffffffffffffffff","source":"1111111111111111111111111111111111111111111111111111111111111111","dropped":0,"next":5,"pid":null})", ErrorCode::kMissingField},
+    Bad{"attached_negative_dropped", R"({"type":"attached","session":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","unit":"opencode-pty-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.service","invocation":"00000000000000000000000000000000","revision":"ffffffffffffffffffffffffffffffffffffffff","source":"1111111111111111111111111111111111111111111111111111111111111111","cursor":0,"dropped":-1,"next":5,"pid":null})", ErrorCode::kBadField},
+    Bad{"attached_no_invocation", R"({"type":"attached","session":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","unit":"opencode-pty-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.service","revision":"ffffffffffffffffffffffffffffffffffffffff","source":"1111111111111111111111111111111111111111111111111111111111111111","cursor":0,"dropped":0,"next":5,"pid":null})", ErrorCode::kMissingField},
+    Bad{"attached_no_pid", R"({"type":"attached","session":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","unit":"opencode-pty-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.service","invocation":"00000000000000000000000000000000","revision":"ffffffffffffffffffffffffffffffffffffffff","source":"1111111111111111111111111111111111111111111111111111111111111111","cursor":0,"dropped":0,"next":5})", ErrorCode::kMissingField},
+    Bad{"attached_unit_mismatch", R"({"type":"attached","session":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","unit":"x.service","invocation":"00000000000000000000000000000000","revision":"ffffffffffffffffffffffffffffffffffffffff","source":"1111111111111111111111111111111111111111111111111111111111111111","cursor":0,"dropped":0,"next":5,"pid":null})", ErrorCode::kBadField},
+    Bad{"session_bad_state", R"({"type":"session","session":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","unit":"opencode-pty-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.service","state":"gone","started":1,"grace":60,"scrollback":65536,"first":0,"next":5,"exited":false,"code":null,"signal":null,"pid":null})", ErrorCode::kBadField},
+    Bad{"session_exited_not_bool", R"({"type":"session","session":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","unit":"opencode-pty-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.service","state":"detached","started":1,"grace":60,"scrollback":65536,"first":0,"next":5,"exited":1,"code":null,"signal":null,"pid":null})", ErrorCode::kBadField},
+    Bad{"session_no_signal", R"({"type":"session","session":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","unit":"opencode-pty-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.service","state":"detached","started":1,"grace":60,"scrollback":65536,"first":0,"next":5,"exited":false,"code":null,"pid":null})", ErrorCode::kMissingField},
+    Bad{"session_string_pid", R"({"type":"session","session":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","unit":"opencode-pty-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.service","state":"detached","started":1,"grace":60,"scrollback":65536,"first":0,"next":5,"exited":false,"code":null,"signal":null,"pid":"1"})", ErrorCode::kBadField},
+    Bad{"listed_negative", R"({"type":"listed","count":-1})", ErrorCode::kBadField},
+    Bad{"listed_no_count", R"({"type":"listed"})", ErrorCode::kMissingField},
     Bad{"oversize", "{\"type\":\"notice\",\"code\":\"" + std::string(limits::kMaxEnvelopeBytes, 'x') + "\"}", ErrorCode::kFrameTooLarge}),
     [](const auto& info) { return std::string(info.param.name); });
 

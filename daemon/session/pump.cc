@@ -631,8 +631,7 @@ void Pump::EnableRing(size_t capacity) noexcept {
 UniqueFd Pump::DetachConnection() noexcept {
   UniqueFd conn = ReleaseConnection();
   detached_ = true;
-  paused_ = false;
-  blocked_ = false;
+  blocked_ = false;  // what blocked it was this connection's frames
   Update();
   return conn;
 }
