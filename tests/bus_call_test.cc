@@ -112,7 +112,7 @@ TEST_F(BusPair, UnansweredCallEndsAfterTheBusCallTimeout) {
   auto pending = Call("StopUnit", &st, &called);
   ASSERT_TRUE(pending.ok());
   ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return called; },
-                                static_cast<int>(limits::kBusCallTimeoutUsec / 1000) + 3000));
+                                static_cast<int>(limits::kBusCallTimeoutUsec / 1000) + 30000));
   auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
   EXPECT_GE(waited.count(), static_cast<long>(limits::kBusCallTimeoutUsec / 1000) - 100);
   EXPECT_FALSE(st.ok());

@@ -197,7 +197,7 @@ TEST_F(ListenerTest, EmfileRecoversFromTheBackoffTimer) {
   }
   // The timer is due after at most kAcceptBackoffMaxUsec.
   EXPECT_TRUE(testing::RunUntil(event.get(), [&] { return admission.accepted.size() == 1; },
-                                static_cast<int>(limits::kAcceptBackoffMaxUsec / 1000) + 2000));
+                                static_cast<int>(limits::kAcceptBackoffMaxUsec / 1000) + 30000));
 }
 
 // Issue #21 point 2, the other half: a listening socket that stays readable

@@ -813,7 +813,7 @@ TEST_F(SessionTest, StopThatNeverFinishesEndsAtTheStopDeadline) {
   ASSERT_TRUE(Wait([&] {
     while (systemd.Pending_("QueryUnit")) systemd.AnswerSnapshot(GoodSnapshot(request));
     return systemd.Pending_("StopUnit") != nullptr;
-  }, static_cast<int>(limits::kStopRequestDeadlineUsec / 1000) + 3000));
+  }, static_cast<int>(limits::kStopRequestDeadlineUsec / 1000) + 30000));
   CompleteReap();
   ASSERT_TRUE(ReadUntilEof());
   EXPECT_EQ(Code(Terminal()), "stop_failed");
@@ -829,7 +829,7 @@ TEST_F(SessionTest, FinishedUnitWhoseStreamNeverEndsGetsOutputIncompleteThenExit
   ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), CLD_KILLED, SIGTERM, "success")));
   CompleteReap();
   ASSERT_TRUE(Wait([&] { return !reader.Drain(); },
-                   static_cast<int>(limits::kStreamEofDeadlineUsec / 1000) + 3000));
+                   static_cast<int>(limits::kStreamEofDeadlineUsec / 1000) + 30000));
   ASSERT_GE(reader.events.size(), 3u);
   Envelope notice;
   ASSERT_EQ(ParseEnvelope(reader.events[reader.events.size() - 2], &notice), ErrorCode::kOk);
@@ -1645,7 +1645,7 @@ TEST_F(SessionTest, AnAnnouncedEnvFrameThatNeverComesIsAStartTimeout) {
   std::string f = StartFrame({"sh"}, kStartFlagEnv) + EnvFrame({"A=1"}).substr(0, 10);  // a partial ENV
   SendStart(f, dir.get());
   ASSERT_TRUE(Wait([&] { return !reader.Drain(); },
-                   static_cast<int>(limits::kStartFrameDeadlineUsec / 1000) + 2000));
+                   static_cast<int>(limits::kStartFrameDeadlineUsec / 1000) + 30000));
   EXPECT_EQ(Code(Terminal()), "start_timeout");
   EXPECT_EQ(systemd.Count("StartUnit"), 0u);
 }
@@ -1659,7 +1659,7 @@ TEST_F(SessionTest, StartFrameDeadline) {
   ASSERT_EQ(SendWithFd(client.get(), f.data(), 5, dir.get()), 5);
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(Wait([&] { return !reader.Drain(); },
-                   static_cast<int>(limits::kStartFrameDeadlineUsec / 1000) + 2000));
+                   static_cast<int>(limits::kStartFrameDeadlineUsec / 1000) + 30000));
   auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
   EXPECT_GE(waited.count(), static_cast<long>(limits::kStartFrameDeadlineUsec / 1000) - 100);
   EXPECT_EQ(Code(Terminal()), "start_timeout");
@@ -1679,7 +1679,7 @@ TEST_F(SessionTest, UnitStartDeadline) {
         while (systemd.Pending_("QueryUnit")) systemd.AnswerSnapshot(pending);
         return systemd.Pending_("StopUnit") != nullptr;
       },
-      static_cast<int>(limits::kUnitStartDeadlineUsec / 1000) + 3000));
+      static_cast<int>(limits::kUnitStartDeadlineUsec / 1000) + 30000));
   CompleteReap();
   ASSERT_TRUE(ReadUntilEof());
   EXPECT_EQ(Code(Terminal()), "unit_start_failed");
@@ -1700,7 +1700,7 @@ TEST_F(SessionTest, TerminalFlushDeadlineClosesANonReadingClient) {
   session->Terminate();
   CompleteReap();
   ASSERT_TRUE(Wait([&] { return obs.finished == 1; },
-                   static_cast<int>(limits::kTerminalFlushDeadlineUsec / 1000) + 3000));
+                   static_cast<int>(limits::kTerminalFlushDeadlineUsec / 1000) + 30000));
 }
 
 }  // namespace
