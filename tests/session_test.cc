@@ -75,6 +75,17 @@ std::string StartFrame(std::vector<std::string> args = {"sh", "-c", "echo hi"}, 
   return out;
 }
 
+// A detachable START (docs/PROTOCOL.md section 10.1) of `sh -c cat`.
+std::string DetachableStartFrame(uint32_t grace, uint32_t scrollback) {
+  const char* argv[] = {"sh", "-c", "cat"};
+  ErrorCode err;
+  DetachOptions d{grace, scrollback};
+  std::string out(StartFrameSize(3, argv, &err, d), '\0');
+  EXPECT_EQ(EncodeStartFrame(100, 30, 3, argv, reinterpret_cast<uint8_t*>(out.data()), out.size(), &err, 0, d),
+            out.size());
+  return out;
+}
+
 // An environment list: count, then each entry with its length (env_overlay.h).
 std::string EnvList(const std::vector<std::string>& entries, uint32_t count) {
   std::string out;
@@ -153,6 +164,24 @@ struct SessionTest : ::testing::Test {
     EXPECT_TRUE(s->Start().ok());
     obs.sessions.push_back(s.get());
     return s;
+  }
+  // A detachable session (sh -c cat, 64 KiB ring) driven to RUNNING, seen by
+  // LIST and ATTACH; returns the unit's end of the PTY stream.
+  int ToRunningDetachable(uint32_t grace) {
+    start_frame = DetachableStartFrame(grace, uint32_t(limits::kMinScrollbackBytes));
+    reader.fd = client.get();
+    int unit = ToRunning();
+    obs.sessions.push_back(session.get());
+    return unit;
+  }
+  // The unit's processes end (EOF of the stream), systemd reports the unit
+  // finished with `status`, and it is reaped.
+  void EndUnit(int unit, int32_t code, int32_t status, const char* result) {
+    close(unit);
+    for (auto& c : systemd.calls()) c->stream_fd = -1;
+    ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
+    ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), code, status, result)));
+    CompleteReap();
   }
   bool Wait(const std::function<bool()>& f, int ms = 5000) { return testing::RunUntil(event.get(), f, ms); }
   // The one terminal envelope, parsed.
@@ -285,11 +314,7 @@ struct SessionTest : ::testing::Test {
   // The unit ends (its processes closed the stream) and is reaped; returns
   // the terminal envelope.
   Envelope FinishUnit(int unit, int32_t code, int32_t status, const char* result) {
-    close(unit);
-    for (auto& c : systemd.calls()) c->stream_fd = -1;
-    EXPECT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
-    EXPECT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), code, status, result)));
-    CompleteReap();
+    EndUnit(unit, code, status, result);
     EXPECT_TRUE(ReadUntilEof());
     return Terminal();
   }
@@ -1830,16 +1855,6 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---- detachable sessions (docs/PROTOCOL.md section 10) ----
 
-std::string DetachableStart(uint32_t grace, uint32_t scrollback = uint32_t(limits::kMinScrollbackBytes)) {
-  const char* argv[] = {"sh", "-c", "cat"};
-  ErrorCode err;
-  DetachOptions d{grace, scrollback};
-  std::string out(StartFrameSize(3, argv, &err, d), '\0');
-  EXPECT_EQ(EncodeStartFrame(100, 30, 3, argv, reinterpret_cast<uint8_t*>(out.data()), out.size(), &err, 0, d),
-            out.size());
-  return out;
-}
-
 std::string AttachFrame(const std::string& id, uint64_t cursor) {
   std::string f;
   AppendAttachFrame(id, cursor, &f);
@@ -1859,10 +1874,7 @@ std::string StrField(Envelope& e, const char* key) {
 // goes into the ring; at the end of the grace period the unit is stopped
 // and proven gone, and the session ends.
 TEST_F(SessionTest, ADetachableSessionDetachesWhenItsClientClosesAndEndsAfterItsGrace) {
-  start_frame = DetachableStart(1);
-  reader.fd = client.get();
-  int unit = ToRunning();
-  obs.sessions.push_back(session.get());
+  int unit = ToRunningDetachable(1);
   EXPECT_TRUE(session->detachable());
   client.reset();
   ASSERT_TRUE(Wait([&] { return session->detached(); }));
@@ -1880,10 +1892,7 @@ TEST_F(SessionTest, ADetachableSessionDetachesWhenItsClientClosesAndEndsAfterIts
 // (some written while detached), then the session is served live on the
 // new connection: input, and the exit at the end.
 TEST_F(SessionTest, AttachReplaysFromTheCursorThenServesTheSessionLive) {
-  start_frame = DetachableStart(60);
-  reader.fd = client.get();
-  int unit = ToRunning();
-  obs.sessions.push_back(session.get());
+  int unit = ToRunningDetachable(60);
   ASSERT_EQ(write(unit, "hello", 5), 5);
   ASSERT_TRUE(Wait([&] {
     reader.Drain();
@@ -1932,11 +1941,7 @@ TEST_F(SessionTest, AttachReplaysFromTheCursorThenServesTheSessionLive) {
     return r2.output == " world!";
   }));
 
-  close(unit);
-  for (auto& c : systemd.calls()) c->stream_fd = -1;
-  ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
-  ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), CLD_EXITED, 3, "exit-code")));
-  CompleteReap();
+  EndUnit(unit, CLD_EXITED, 3, "exit-code");
   ASSERT_TRUE(Wait([&] { return !r2.Drain(); }));
   Envelope exit;
   ASSERT_EQ(ParseEnvelope(r2.events.back(), &exit), ErrorCode::kOk);
@@ -1949,10 +1954,7 @@ TEST_F(SessionTest, AttachReplaysFromTheCursorThenServesTheSessionLive) {
 // kept; the next attach gets the replay, then the exit, then EOF. A cursor
 // before the ring's first byte is answered from `first`, with `dropped`.
 TEST_F(SessionTest, AnExitWhileDetachedIsKeptAndSentAfterTheReplay) {
-  start_frame = DetachableStart(60);
-  reader.fd = client.get();
-  int unit = ToRunning();
-  obs.sessions.push_back(session.get());
+  int unit = ToRunningDetachable(60);
   client.reset();
   ASSERT_TRUE(Wait([&] { return session->detached(); }));
   // More than the ring: the oldest bytes go.
@@ -1965,11 +1967,7 @@ TEST_F(SessionTest, AnExitWhileDetachedIsKeptAndSentAfterTheReplay) {
     if (n > 0) off += size_t(n);
     return off == all.size() && session->pump()->ring()->next() == all.size();
   }));
-  close(unit);
-  for (auto& c : systemd.calls()) c->stream_fd = -1;
-  ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
-  ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), CLD_EXITED, 5, "exit-code")));
-  CompleteReap();
+  EndUnit(unit, CLD_EXITED, 5, "exit-code");
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") == nullptr && session->detached(); }));
   EXPECT_EQ(obs.finished, 0) << "kept for an attach";
 
@@ -1998,10 +1996,7 @@ TEST_F(SessionTest, AnExitWhileDetachedIsKeptAndSentAfterTheReplay) {
 // session that has a connection, a cursor past its output, a malformed id,
 // a descriptor with the frame. The session itself goes on.
 TEST_F(SessionTest, AttachRefusalsLeaveTheSessionAsItWas) {
-  start_frame = DetachableStart(60);
-  reader.fd = client.get();
-  int unit = ToRunning();
-  obs.sessions.push_back(session.get());
+  int unit = ToRunningDetachable(60);
   ASSERT_EQ(write(unit, "abc", 3), 3);
   ASSERT_TRUE(Wait([&] { return session->pump()->ring()->next() == 3; }));
   std::string upper = session->id();
@@ -2046,10 +2041,7 @@ TEST_F(SessionTest, AttachRefusalsLeaveTheSessionAsItWas) {
 // LIST: one `session` per detachable session (attached or detached), never
 // an ordinary one, then `listed` with the count, then EOF.
 TEST_F(SessionTest, ListNamesEveryDetachableSessionAndNothingElse) {
-  start_frame = DetachableStart(60);
-  reader.fd = client.get();
-  int unit = ToRunning();
-  obs.sessions.push_back(session.get());
+  int unit = ToRunningDetachable(60);
   ASSERT_EQ(write(unit, "0123456789", 10), 10);
   ASSERT_TRUE(Wait([&] { return session->pump()->ring()->next() == 10; }));
   FromUnit(std::string("E\0\0\x30\x39", 5));  // the command's pid: 12345
@@ -2130,7 +2122,7 @@ TEST_F(SessionTest, DetachableBoundsAreClearErrorsAtStart) {
       UniqueFd end;
       held.push_back(Another(&end));
       UniqueFd dir(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-      std::string f = DetachableStart(60, b.scrollback);
+      std::string f = DetachableStartFrame(60, b.scrollback);
       ASSERT_TRUE(Wait([&] { return held.back()->state() == Session::State::kAwaitStart; }));
       ASSERT_EQ(SendWithFd(end.get(), f.data(), f.size(), dir.get()), ssize_t(f.size()));
       if (i < b.fit) {
