@@ -174,6 +174,22 @@ class ClientTest : public ::testing::Test {
     return r;
   }
 
+  // Each command line fails with its status and one line on stderr; nothing
+  // reaches the socket.
+  void ExpectEachFails(const std::vector<std::pair<std::vector<std::string>, int>>& cases) {
+    for (auto& [args, expected] : cases) {
+      Spawn s;
+      s.args = args;
+      s.fd3 = helper_end_.get();
+      s.fd4 = dir_.get();
+      Result r = RunHelper(s);
+      std::string shown;
+      for (auto& a : args) shown += "[" + a + "]";
+      EXPECT_EQ(r.code(), expected) << shown << ": " << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << shown << ": " << r.err;
+    }
+    ExpectNothingSent();
+  }
   // The helper failed: nothing (no byte, no descriptor) may have arrived.
   void ExpectNothingSent() {
     helper_end_.reset();
@@ -507,18 +523,7 @@ TEST_F(ClientTest, UsageErrors) {
       {{"--rows", "24x", "--", "sh"}, kBadSize},
       {{"--", ""}, kEmptyCommand},
   };
-  for (auto& [args, expected] : cases) {
-    Spawn s;
-    s.args = args;
-    s.fd3 = helper_end_.get();
-    s.fd4 = dir_.get();
-    Result r = RunHelper(s);
-    std::string shown;
-    for (auto& a : args) shown += "[" + a + "]";
-    EXPECT_EQ(r.code(), expected) << shown << ": " << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << shown << ": " << r.err;
-  }
-  ExpectNothingSent();
+  ExpectEachFails(cases);
 }
 
 TEST_F(ClientTest, TooManyArguments) {
@@ -698,18 +703,7 @@ TEST_F(ClientTest, DetachAndScrollbackErrors) {
       {{"--detach", "30", "--"}, kUsage},
       {{"--scrollback", "65536", "--"}, kUsage},
   };
-  for (auto& [args, expected] : cases) {
-    Spawn s;
-    s.args = args;
-    s.fd3 = helper_end_.get();
-    s.fd4 = dir_.get();
-    Result r = RunHelper(s);
-    std::string shown;
-    for (auto& a : args) shown += "[" + a + "]";
-    EXPECT_EQ(r.code(), expected) << shown << ": " << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << shown << ": " << r.err;
-  }
-  ExpectNothingSent();
+  ExpectEachFails(cases);
 }
 
 // The usage line names every option.
