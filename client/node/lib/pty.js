@@ -552,15 +552,8 @@ class Pty {
       this._fail(new PtyError('bad_field', `attached envelope: cursor ${env.cursor} is not ${a.cursor} + dropped ${env.dropped}`));
       return;
     }
-    this.state = 'running';
-    this._releaseSlot();
-    this.unit = env.unit;
-    this.session = env.session;
-    this.invocation = env.invocation;
-    this.revision = env.revision;
-    this.source = env.source;
+    this._enterRunning(env, env.cursor);
     this.replay = Object.freeze({ cursor: env.cursor, dropped: env.dropped, next: env.next });
-    this._cursor = env.cursor;
     if (env.pid !== null) {
       this._pid = env.pid;
       this._pidFromAttach = true;
@@ -569,17 +562,34 @@ class Pty {
     for (const f of this._outbox) this._socket.write(f);
     this._outbox = [];
     this._outboxBytes = 0;
-    if (this._pendingResize) {
-      const [c, r] = this._pendingResize;
-      this._pendingResize = null;
-      this._send(encodeFrame(FrameType.RESIZE, resizePayload(c, r)));
-    }
+    this._sendPendingResize();
     this._onDrain();
     this._attachHold = true;
     if (this._on.data.size > 0 || this._on.exit.size > 0) this._releaseAttachHold();
     const { resolve } = a;
     a.resolve = a.reject = null;
     resolve(this);
+  }
+
+  // `started` or `attached`: the session runs for this connection; `cursor`
+  // is the cursor of the next output byte.
+  _enterRunning(env, cursor) {
+    this.state = 'running';
+    this._releaseSlot();
+    this.unit = env.unit;
+    this.session = env.session;
+    this.invocation = env.invocation;
+    this.revision = env.revision;
+    this.source = env.source;
+    this._cursor = cursor;
+  }
+
+  // A size asked for before the session ran goes out once it runs.
+  _sendPendingResize() {
+    if (!this._pendingResize) return;
+    const [c, r] = this._pendingResize;
+    this._pendingResize = null;
+    this._send(encodeFrame(FrameType.RESIZE, resizePayload(c, r)));
   }
 
   _closeDirFd() {
@@ -669,19 +679,9 @@ class Pty {
           this._fail(new PtyError('protocol_state', `started envelope in state ${this.state}`));
           return;
         }
-        this.state = 'running';
-        this._releaseSlot();
-        this.unit = env.unit;
-        this.session = env.session;
-        this.invocation = env.invocation;
-        this.revision = env.revision;
-        this.source = env.source;
-        this._cursor = 0;  // docs/PROTOCOL.md section 10.2: the first output byte is 0
-        if (this._pendingResize) {
-          const [c, r] = this._pendingResize;
-          this._pendingResize = null;
-          this._send(encodeFrame(FrameType.RESIZE, resizePayload(c, r)));
-        }
+        // docs/PROTOCOL.md section 10.2: the first output byte is cursor 0.
+        this._enterRunning(env, 0);
+        this._sendPendingResize();
         this._on.started.emit(env);
         return;
       case 'notice':
