@@ -14,13 +14,21 @@
 #     or error with a code of docs/PROTOCOL.md section 8) and then EOF; a plain
 #     EOF without one only when the supervisor was SIGKILLed (counted apart);
 #     a deadline passing (a hang) always fails.
+# The detachable sessions (docs/PROTOCOL.md section 10) have two cases of
+# their own: `detach` (the application restarted or SIGKILLed mid-stream and
+# every session reattached by the next MainPID with byte-exact continuity; a
+# grace period ending while detached; the supervisor ended while its sessions
+# are detached) and `rings` (every ring of kMaxScrollbackTotalBytes full while
+# detached: the supervisor's RssAnon bound).
 # Usage: faults.py SEED OUT.json [kills=N] [reexecs=N] [reloads=N] [sessions=M] [churn=N]
 #                  [restarts=N] [restart_sessions=M] [memory=N] [memory_others=K]
-#                  [stall_sessions=N] [stall_seconds=S] [stall_bytes=B] [only=CASE,...]
+#                  [stall_sessions=N] [stall_seconds=S] [stall_bytes=B]
+#                  [detach=N] [detach_sessions=M] [rings=N] [only=CASE,...]
 import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import sys
@@ -29,8 +37,9 @@ import time
 
 sys.path.insert(0, "/vm-tests/lib")
 from driver import (APP, CONTROL, FD_TOL, RSS_ANON_TOL_KB, RSS_TOL_KB, SESSION_UNIT,  # noqa: E402
-                    SLICE, SUPERVISOR_SOCK, app_pid, journal_cursor, leftover_units, request,
+                    SLICE, SUP, SUPERVISOR_SOCK, app_pid, journal_cursor, leftover_units, request,
                     resources, run, status_text, sup_journal, supervisor_pid, unit_gone, wait_until)
+from faults_app import COUNTER_LINE, DETACH_DIR  # noqa: E402  (same folder)
 
 APP_DROPIN = "/run/systemd/system/opencode-v2.service.d/faults-restart.conf"
 # kSessionMemoryCap of common/limits.h: kOutputQueueBytes 4 x (8 + 65,536) +
@@ -39,6 +48,17 @@ APP_DROPIN = "/run/systemd/system/opencode-v2.service.d/faults-restart.conf"
 # START held while its ENV frame arrives (kMaxStartPayload again) = 483,440 bytes.
 # The stall case bounds the supervisor's RssAnon by baseline + N x this + RSS_ANON_TOL_KB.
 SESSION_MEMORY_CAP = 483440
+# kMaxScrollbackTotalBytes of common/limits.h: every detachable session's ring
+# together (64 MiB), reserved whole at START. The rings case bounds RssAnon by
+# baseline + this + N x kSessionMemoryCap + RSS_ANON_TOL_KB.
+MAX_SCROLLBACK_TOTAL = 64 << 20
+# The detach case's kinds, cycled in a seeded order like the SIGKILL phases.
+DETACH_KINDS = ("restart", "kill9", "grace", "supervisor")
+# The rings case's shapes: sessions x ring = MAX_SCROLLBACK_TOTAL, and the
+# refusal of one more detachable START (a 64 KiB ring) that each must get:
+# 32 x 2 MiB leaves no scrollback; 64 x 1 MiB is kMaxDetachableSessions,
+# which is checked first.
+RING_SHAPES = ((32, 2 << 20, "scrollback_exhausted"), (64, 1 << 20, "too_many_detachable"))
 # Stable error codes a supervisor may send (docs/PROTOCOL.md section 8).
 STABLE_CODES = {
     "bad_version", "unknown_type", "bad_reserved", "frame_too_large", "frame_too_small", "bad_start",
@@ -46,7 +66,8 @@ STABLE_CODES = {
     "extra_descriptor", "truncated_control", "bad_control", "not_directory", "bad_utf8", "bad_signal",
     "protocol_state", "start_timeout", "unauthenticated", "root_refused", "too_many_sessions",
     "too_many_handshakes", "kernel_unsupported", "unit_start_failed", "unit_property_mismatch",
-    "launch_failed", "stop_failed", "input_overflow", "internal"}
+    "launch_failed", "stop_failed", "input_overflow", "internal", "bad_detach", "too_many_detachable",
+    "scrollback_exhausted", "bad_attach", "no_such_session", "session_attached", "bad_cursor"}
 # SIGKILL phases and the window (ms after the app's mark) the kill falls in.
 KILL_WINDOWS = {"handshake": (0, 200), "start": (0, 40), "streaming": (0, 1000),
                 "stopping": (0, 4000), "cleanup": (250, 400)}
@@ -559,15 +580,371 @@ class Campaign:
                                              rep["bytes_total"], rep["peak_RssAnon"], rep["bound_kB"]),
                               "seconds": round(time.monotonic() - t_case, 1)})
 
+    # --- case 7 ---------------------------------------------------------------------------------------
+    def restart_app(self, rep, how, last):
+        """The next MainPID: `systemctl restart`, or SIGKILL of the MainPID then
+        `systemctl restart` (the unit failed). At most one per 3 s: systemd's
+        start limit (the restart case). Waits for the new control socket."""
+        time.sleep(max(0.0, last[0] + 3.0 - time.monotonic()))
+        last[0] = time.monotonic()
+        old = rep["old_main_pid"] = app_pid()
+        if how == "kill9" and old > 0:   # never kill(0)
+            os.kill(old, signal.SIGKILL)
+            rep["killed_state"] = wait_until(30, lambda: run("systemctl", "show", "-P", "ActiveState", APP)
+                                             .stdout.strip() in ("failed", "inactive") and
+                                             run("systemctl", "show", "-P", "ActiveState", APP).stdout.strip())
+        rep["restart_rc"] = run("systemctl", "restart", APP).returncode
 
-CASES = ("sigkill", "reexec", "reload", "churn", "restart", "memory", "stall")
+        def serving():
+            if app_pid() in (0, old):
+                return False
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                c.connect(CONTROL)   # bound and listening: one empty request, answered or dropped
+                return True
+            except OSError:
+                return False
+            finally:
+                c.close()
+        wait_until(30, serving)
+        rep["new_main_pid"] = app_pid()
+        if rep["restart_rc"] != 0:
+            return "systemctl restart exit %s" % rep["restart_rc"]
+        if rep["new_main_pid"] in (0, old):
+            return "MainPID did not change (%s -> %s)" % (old, rep["new_main_pid"])
+        return None
+
+    def reattach(self, rep, fails, tag, m, how, last):
+        """M detachable sessions run the counter; the MainPID is restarted or
+        SIGKILLed a random 0-1 s after each delivered its first byte; the next
+        MainPID lists them and attaches each at the cursor its predecessor
+        kept: those with a 1 MiB ring at once (mid-stream), those with a
+        64 KiB ring once their command ended while detached (ring overflowed)."""
+        lines = 40000
+        rings = [1 << 20, 65536]   # the whole stream (360,000 bytes) fits the first; not the second
+        ans = request({"op": "detach_prep", "tag": tag, "m": m, "lines": lines, "grace": 60, "rings": rings},
+                      timeout=180)
+        if "exception" in ans:
+            fails.append("app before: %s" % ans["exception"])
+        prep = ans.get("sessions", [])
+        ok = [x for x in prep if "session" in x]
+        if len(ok) != m:
+            fails.append("%d of %d detachable sessions started: %s" % (
+                len(ok), m, [judge(x.get("start", {}), False)[0] for x in prep if "session" not in x]))
+        if not all(ans.get("streaming", [False])):
+            fails.append("not every session streamed before the fault: %s" % ans.get("streaming"))
+        rep["units"] = [x["unit"] for x in ok]
+        rep["delay_s"] = round(self.rnd.uniform(0.0, 1.0), 3)
+        time.sleep(rep["delay_s"])
+        rep["units_at_fault"] = len([u for u in leftover_units() if SESSION_UNIT.match(u)])
+        err = self.restart_app(rep, how, last)
+        if err:
+            fails.append(err)
+        # The stream's second half: written while detached, whatever the timing.
+        os.makedirs(os.path.join(DETACH_DIR, tag), exist_ok=True)
+        with open(os.path.join(DETACH_DIR, tag, "go"), "w"):
+            pass
+        rep["attach_after_s"] = round(self.rnd.uniform(0.0, 0.5), 3)
+        time.sleep(rep["attach_after_s"])
+        res = request({"op": "detach_resume", "tag": tag, "sessions": ok, "timeout": 120}, timeout=180)
+        if "exception" in res:
+            fails.append("app after: %s" % res["exception"])
+        listed = res.get("listed") or {}
+        if listed.get("type") != "listed" or listed.get("count") != len(res.get("list", [])):
+            fails.append("LIST ended with %s after %d entries" % (listed, len(res.get("list", []))))
+        others = sorted({e.get("session") for e in res.get("list", [])} - {x["session"] for x in ok})
+        if others:
+            fails.append("LIST shows sessions not started here: %s" % others)
+        rep["sessions"] = []
+        total = lines * COUNTER_LINE
+        for r in res.get("sessions", []):
+            why = []
+            att, lst, c = r.get("attached"), r.get("listed"), r.get("cursor_kept")
+            if r.get("note_before"):
+                why.append("before the restart: %s" % r["note_before"])
+            if c is None:
+                why.append("no cursor kept (%s)" % r.get("cursor_error"))
+            if not lst or lst.get("state") != "detached" or lst.get("scrollback") != r.get("ring"):
+                why.append("listed as %s" % lst)
+            if not att:
+                why.append("not attached: %s" % judge(r, False)[0])
+            else:
+                d = att.get("dropped")
+                if att.get("session") != r["session"] or not isinstance(d, int) or d < 0 or \
+                        att.get("cursor") != (c or 0) + d:
+                    why.append("attached %s for the kept cursor %s (want cursor = kept + dropped)" % (att, c))
+                elif d > 0 and (r["ring"] >= total or (lst and att["cursor"] < lst.get("first", 0))):
+                    why.append("dropped %d: the ring holds the whole stream, or the cursor %d is before the "
+                               "listed first %s" % (d, att["cursor"], (lst or {}).get("first")))
+                ex = r.get("listed_exited")
+                if r["ring"] < total:
+                    # Ended while detached: first and next are final, so the
+                    # bytes asked for that are gone are exactly first - cursor.
+                    if not ex or not ex.get("exited") or ex.get("code") != 0 or ex.get("next") != total:
+                        why.append("not listed as exited (code 0, next %d) before the attach: %s" % (total, ex))
+                    elif d != ex["first"] - (c or 0) or d <= 0 or att.get("next") != total:
+                        why.append("attached %s for the kept cursor %s after the exit while detached, listed first "
+                                   "%s: want dropped = first - cursor > 0" % (att, c, ex["first"]))
+                if not isinstance(att.get("next"), int) or att["next"] - att.get("cursor", 0) > r["ring"] or \
+                        (lst and att["next"] < lst.get("next", 0)):
+                    why.append("attached next %s for the ring %d, listed next %s" % (
+                        att.get("next"), r["ring"], (lst or {}).get("next")))
+            if r.get("bad"):
+                why.append(r["bad"])
+            if r.get("end") != total:
+                why.append("the stream ends at %s of %d bytes" % (r.get("end"), total))
+            o, allowed = judge(r, False)
+            if o != "exit:0" or not allowed:
+                why.append("ended %s" % o)
+            rep["sessions"].append({"session": r.get("session"), "ring": r.get("ring"), "cursor_kept": c,
+                                    "attached": att, "listed": lst, "listed_exited": r.get("listed_exited"),
+                                    "bytes": r.get("bytes"), "end": r.get("end"),
+                                    "outcome": o, "fail": why})
+            fails.extend("session %s: %s" % ((r.get("session") or "?")[:8], w) for w in why)
+        if len(res.get("sessions", [])) != len(ok):
+            fails.append("%d sessions reattached, %d started" % (len(res.get("sessions", [])), len(ok)))
+        rep["mid_stream"] = sum(1 for x in rep["sessions"] if (x["cursor_kept"] or 0) < lines // 2 * COUNTER_LINE)
+        rep["dropped"] = sum(1 for x in rep["sessions"] if (x["attached"] or {}).get("dropped"))
+
+    def grace_ends(self, rep, fails, tag, rep_cursor):
+        """Three detachable sessions (grace 3 s) never attached again: each unit
+        proven gone, the journal line for each, and an ATTACH afterwards is
+        no_such_session."""
+        ans = request({"op": "detach_grace", "tag": tag, "grace": 3, "timeout": 90}, timeout=150)
+        if "exception" in ans:
+            fails.append("app: %s" % ans["exception"])
+        recs = ans.get("sessions", [])
+        ok = [r for r in recs if "session" in r]
+        if len(ok) != 3:
+            fails.append("%d of 3 detachable sessions started" % len(ok))
+        if ans.get("still_listed"):
+            fails.append("still listed at the hang guard: %s" % ans["still_listed"])
+        for r in ok:
+            a = r.get("attach", {})
+            o = judge(a, False)[0]
+            if o != "error:no_such_session":
+                fails.append("ATTACH to %s (%s) after its grace: %s" % (r["session"][:8], r["kind"], o))
+        units = {r["unit"]: r for r in ok}
+        still = [u for u in units if not wait_until(30, lambda u=u: unit_gone(u))]
+        if still:
+            fails.append("GetUnit still finds %s" % " ".join(still))
+        lines = {u for m_, u in sup_journal(rep_cursor)
+                 if m_.startswith("detached session not attached within its grace period")}
+        missing = sorted("%s (%s)" % (u, r["kind"]) for u, r in units.items() if u not in lines)
+        if missing:
+            fails.append("no grace-period journal line for %s" % ", ".join(missing))
+        rep["sessions"] = [{k: r.get(k) for k in ("kind", "session", "unit", "seen_detached", "listed_exited")}
+                           for r in recs]
+        rep["grace_lines"] = len(lines & set(units))
+        rep["gone_after_polls"] = ans.get("gone_after_polls")
+
+    def supervisor_ends(self, rep, fails, m, last_sup):
+        """M detachable sessions detached, then the supervisor SIGKILLed or
+        restarted (systemctl restart): every session ends with it (LIST is
+        empty, ATTACH no_such_session) and every unit is proven gone."""
+        ans = request({"op": "detach_hold", "m": m, "grace": 60, "timeout": 60}, timeout=120)
+        if "exception" in ans:
+            fails.append("app: %s" % ans["exception"])
+        ok = [r for r in ans.get("sessions", []) if "session" in r]
+        if len(ok) != m:
+            fails.append("%d of %d detachable sessions started" % (len(ok), m))
+        if not all(r.get("seen_detached") for r in ok):
+            fails.append("not every session listed detached: %s" % [r.get("seen_detached") for r in ok])
+        rep["how"] = self.rnd.choice(["sigkill", "restart"])
+        time.sleep(max(0.0, last_sup[0] + 2.5 - time.monotonic()))
+        rep_cursor = journal_cursor()
+        pid = rep["killed_pid"] = supervisor_pid()
+        rep["units_at_fault"] = leftover_units()
+        if rep["how"] == "sigkill":
+            if pid > 0:   # never kill(0)
+                os.kill(pid, signal.SIGKILL)
+        else:
+            rc = run("systemctl", "restart", SUP).returncode
+            if rc != 0:
+                fails.append("systemctl restart %s exit %d" % (SUP, rc))
+        last_sup[0] = time.monotonic()
+        res = request({"op": "detach_gone", "ids": [r["session"] for r in ok], "timeout": 60}, timeout=120)
+        if "exception" in res:
+            fails.append("app after: %s" % res["exception"])
+        listed = res.get("listed") or {}
+        if listed.get("type") != "listed" or set(res.get("list", [])) & {r["session"] for r in ok}:
+            fails.append("LIST after the supervisor's end: %s, %s" % (listed, res.get("list")))
+        for sid, a in res.get("attach", {}).items():
+            o = judge(a, False)[0]
+            if o != "error:no_such_session":
+                fails.append("ATTACH to %s after the supervisor's end: %s" % (sid[:8], o))
+        still = [u for u in rep["units_at_fault"] if not wait_until(30, lambda u=u: unit_gone(u))]
+        if still:
+            fails.append("GetUnit still finds %s" % " ".join(still))
+        if supervisor_pid() == pid:
+            fails.append("the supervisor kept its pid %d" % pid)
+        j = sup_journal(rep_cursor)
+        proven = {u for m_, u in j if m_ in ("leftover PTY unit proven gone", "PTY unit proven gone")}
+        rep["units_proven_gone"] = len(proven & set(rep["units_at_fault"]))
+        rep["units_collected_by_systemd"] = len(set(rep["units_at_fault"]) - proven)
+
+    def detach(self, n, m):
+        """Detachable sessions (docs/PROTOCOL.md section 10) through four
+        faults, cycled in a seeded order: the application restarted
+        (`systemctl restart`) or SIGKILLed mid-stream and every session
+        reattached by the next MainPID with byte-exact continuity; a grace
+        period ending while detached; the supervisor ended while its
+        sessions are detached."""
+        t_case = time.monotonic()
+        cursor = journal_cursor()
+        base = self.baseline()
+        kinds = []
+        while len(kinds) < n:
+            cycle = list(DETACH_KINDS)
+            self.rnd.shuffle(cycle)
+            kinds += cycle
+        reps, last_app, last_sup = [], [0.0], [0.0]
+        for k, kind in enumerate(kinds[:n]):
+            tag = "%d-%d" % (self.seed, k)
+            rep = {"kind": kind}
+            fails = []
+            rep_cursor = journal_cursor()
+            try:
+                if kind in ("restart", "kill9"):
+                    self.reattach(rep, fails, tag, m, kind, last_app)
+                elif kind == "grace":
+                    self.grace_ends(rep, fails, tag, rep_cursor)
+                else:
+                    self.supervisor_ends(rep, fails, m, last_sup)
+            finally:
+                shutil.rmtree(os.path.join(DETACH_DIR, tag), ignore_errors=True)
+            rep["invariant"] = self.invariant(cursor, base, fails)
+            reps.append(rep)
+        by_kind = {}
+        for r in reps:
+            by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + 1
+        re_ = [x for r in reps for x in r.get("sessions", []) if "cursor_kept" in x]
+        self.record("detach", {
+            "count": n, "sessions": m, "baseline": base, "repetitions": reps, "kinds": by_kind,
+            "summary": "kinds %s; %d sessions reattached after an application restart or SIGKILL (%d with "
+                       "their kept cursor mid-stream, %d with bytes dropped, %d bytes replayed and streamed "
+                       "after the cursors), %d grace periods ended (%d journal lines), %d supervisor ends "
+                       "(%d units proven gone by it, %d collected by systemd)" % (
+                           json.dumps(by_kind, sort_keys=True), len(re_),
+                           sum(r.get("mid_stream", 0) for r in reps), sum(r.get("dropped", 0) for r in reps),
+                           sum(x.get("bytes") or 0 for x in re_), by_kind.get("grace", 0),
+                           sum(r.get("grace_lines", 0) for r in reps), by_kind.get("supervisor", 0),
+                           sum(r.get("units_proven_gone", 0) for r in reps),
+                           sum(r.get("units_collected_by_systemd", 0) for r in reps)),
+            "seconds": round(time.monotonic() - t_case, 1)})
+
+    # --- case 8 ---------------------------------------------------------------------------------------
+    def rings(self, n):
+        """Every ring full while detached: the shapes of RING_SHAPES in turn
+        (N sessions x RING = kMaxScrollbackTotalBytes). One more detachable
+        START is refused with the shape's code; each command writes 1.5 x RING
+        while detached; the supervisor's RssAnon, sampled every 0.25 s, stays
+        within baseline + kMaxScrollbackTotalBytes + N x kSessionMemoryCap +
+        RSS_ANON_TOL_KB; each session attached at cursor 0 replays exactly its
+        stream's last RING bytes (dropped = first), then is STOPped."""
+        t_case = time.monotonic()
+        cursor = journal_cursor()
+        base = self.baseline()
+        pid = supervisor_pid()
+        reps = []
+        for k in range(n):
+            count, ring, code = RING_SHAPES[k % len(RING_SHAPES)]
+            tag = "rings-%d-%d" % (self.seed, k)
+            rep = {"sessions": count, "ring": ring, "refusal_wanted": code, "samples": []}
+            stop = threading.Event()
+            t0 = time.monotonic()
+
+            def sample(rep=rep, stop=stop):
+                while not stop.is_set():
+                    rep["samples"].append({"t": round(time.monotonic() - t0, 2), **resources(pid)})
+                    stop.wait(0.25)
+            sampler = threading.Thread(target=sample)
+
+            def on_mark(what, rep=rep):
+                if what == "detached":
+                    rep["units_detached"] = len([u for u in leftover_units() if SESSION_UNIT.match(u)])
+                    sampler.start()
+                else:   # full: a second of samples with every ring full
+                    rep["units_full"] = len([u for u in leftover_units() if SESSION_UNIT.match(u)])
+                    rep["full_from"] = len(rep["samples"])
+                    time.sleep(1.0)
+
+            try:
+                ans = request({"op": "rings", "tag": tag, "n": count, "ring": ring, "grace": 300,
+                               "extra_ring": 65536, "timeout": 300}, on_mark, timeout=420)
+            finally:
+                stop.set()
+                if sampler.is_alive():
+                    sampler.join()
+                shutil.rmtree(os.path.join(DETACH_DIR, tag), ignore_errors=True)
+            fails = []
+            if "exception" in ans:
+                fails.append("app: %s" % ans["exception"])
+            recs = ans.get("sessions", [])
+            ok = [r for r in recs if "session" in r]
+            if len(ok) != count:
+                fails.append("%d of %d detachable sessions started: %s" % (
+                    len(ok), count, sorted({judge(r.get("start", {}), False)[0] for r in recs if "session" not in r})))
+            rep["refusal"] = judge(ans.get("extra", {}), False)[0]
+            if rep["refusal"] != "error:" + code:
+                fails.append("one more detachable START: %s, want error %s" % (rep["refusal"], code))
+            for key, what in (("detached", "listed detached"), ("full", "listed with a full ring")):
+                rep[key] = ans.get(key)
+                if ans.get(key) != count:
+                    fails.append("%s of %d sessions %s" % (ans.get(key), count, what))
+            for key in ("units_detached", "units_full"):
+                if rep.get(key) != count:
+                    fails.append("%s: %s PTY units, want %d" % (key, rep.get(key), count))
+            total = ring + ring // 2
+            outcomes = {}
+            for r in ok:
+                att = r.get("attached") or {}
+                o = judge(r, False)[0]
+                outcomes[o] = outcomes.get(o, 0) + 1
+                if att.get("cursor") != total - ring or att.get("dropped") != total - ring or \
+                        att.get("next") != total:
+                    fails.append("session %s attached %s, want cursor = dropped = %d, next %d" % (
+                        r["session"][:8], att, total - ring, total))
+                if r.get("bad") or r.get("end") != total:
+                    fails.append("session %s replay: %s, ends at %s of %d" % (r["session"][:8], r.get("bad"),
+                                                                             r.get("end"), total))
+                term = next((e for e in r.get("envelopes", []) if e["type"] in ("exit", "error")), {})
+                if o.startswith("error") or term.get("signal") not in ("TERM", "HUP"):
+                    fails.append("session %s after STOP: %s" % (r["session"][:8], o))
+            rep["outcomes"] = outcomes
+            anon = [x["RssAnon"] for x in rep["samples"] if "RssAnon" in x]
+            full = [x["RssAnon"] for x in rep["samples"][rep.get("full_from", len(anon)):] if "RssAnon" in x]
+            rep["peak_RssAnon"] = max(anon, default=None)
+            rep["full_RssAnon"] = max(full, default=None)
+            rep["bound_kB"] = base["RssAnon"] + (MAX_SCROLLBACK_TOTAL + count * SESSION_MEMORY_CAP) // 1024 + \
+                RSS_ANON_TOL_KB
+            if rep["peak_RssAnon"] is None or rep["peak_RssAnon"] > rep["bound_kB"]:
+                fails.append("RssAnon %s kB with every ring full, bound %d kB (baseline + kMaxScrollbackTotalBytes "
+                             "+ %d x kSessionMemoryCap + %d kB)" % (rep["peak_RssAnon"], rep["bound_kB"], count,
+                                                                   RSS_ANON_TOL_KB))
+            rep["list_full"] = ans.get("list_full")
+            rep["after_replay"] = sorted({r.get("after_replay", "") for r in ok})[:3]
+            rep["invariant"] = self.invariant(cursor, base, fails)
+            reps.append(rep)
+        self.record("rings", {
+            "count": n, "baseline": base, "repetitions": reps,
+            "summary": "; ".join("%d x %d KiB rings full while detached: peak RssAnon %s kB (%s kB above the "
+                                 "baseline; bound %d kB), the %dth START %s" % (
+                                     r["sessions"], r["ring"] >> 10, r["peak_RssAnon"],
+                                     (r["peak_RssAnon"] or 0) - base["RssAnon"], r["bound_kB"],
+                                     r["sessions"] + 1, r["refusal"]) for r in reps),
+            "seconds": round(time.monotonic() - t_case, 1)})
+
+
+CASES = ("sigkill", "reexec", "reload", "churn", "restart", "memory", "stall", "detach", "rings")
 
 
 def main():
     seed, out = int(sys.argv[1]), sys.argv[2]
     counts = {"kills": 20, "reexecs": 5, "reloads": 5, "sessions": 10, "churn": 2000, "restarts": 3,
               "restart_sessions": 4, "memory": 2, "memory_others": 3,
-              "stall_sessions": 10, "stall_seconds": 5, "stall_bytes": 4 << 20}
+              "stall_sessions": 10, "stall_seconds": 5, "stall_bytes": 4 << 20,
+              "detach": 8, "detach_sessions": 4, "rings": 2}
     only = set(CASES)
     for a in sys.argv[3:]:
         k, _, v = a.partition("=")
@@ -598,6 +975,10 @@ def main():
         c.memory(counts["memory"], counts["memory_others"], "64M")
     if "stall" in only:
         c.stall(counts["stall_sessions"], counts["stall_seconds"], counts["stall_bytes"])
+    if "detach" in only:
+        c.detach(counts["detach"], counts["detach_sessions"])
+    if "rings" in only:
+        c.rings(counts["rings"])
     sys.exit(0 if c.ok else 1)
 
 

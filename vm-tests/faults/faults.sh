@@ -7,7 +7,9 @@
 # timing, each repetition ending with the same invariant check (faults.py's
 # header): SIGKILL of the supervisor at five points of a session's life,
 # systemctl daemon-reexec and daemon-reload with live sessions, connection
-# churn mixed with bad handshakes and root connections.
+# churn mixed with bad handshakes and root connections, application
+# restarts, stalled readers, detachable sessions through faults (detach) and
+# with every ring full (rings).
 #   faults.sh [--long] [--seed N]
 # Default counts are short (the README's test command); --long runs the
 # issue's full counts (OPENCODE_LONG_VM_TESTS=1). Results: /results/faults.json.
@@ -16,14 +18,14 @@
 here=$(dirname "$0")
 
 seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
-counts="kills=20 reexecs=5 reloads=5 sessions=10 churn=2000 restarts=3 restart_sessions=4 memory=2 stall_sessions=50 stall_seconds=5 stall_bytes=2097152"
+counts="kills=20 reexecs=5 reloads=5 sessions=10 churn=2000 restarts=3 restart_sessions=4 memory=2 stall_sessions=50 stall_seconds=5 stall_bytes=2097152 detach=8 detach_sessions=4 rings=2"
 # memory is not among the default cases: in the containers the host's legacy
 # memory controller is read-only and a MemoryMax= is not enforced (measured on
 # these machines); vm.faults-memory.vm runs it in the VM (cgroup v2).
-long= only= cases="sigkill reexec reload churn restart stall"
+long= only= cases="sigkill reexec reload churn restart stall detach rings"
 while [ $# -gt 0 ]; do
   case "$1" in
-    --long) counts="kills=100 reexecs=20 reloads=20 sessions=50 churn=10000 restarts=20 restart_sessions=10 memory=5 stall_sessions=50 stall_seconds=30"
+    --long) counts="kills=100 reexecs=20 reloads=20 sessions=50 churn=10000 restarts=20 restart_sessions=10 memory=5 stall_sessions=50 stall_seconds=30 detach=40 detach_sessions=8 rings=6"
             long=" --long" ;;
     --seed) seed=$2; shift ;;
     # Replay or debug some cases only, e.g. --only restart,churn.

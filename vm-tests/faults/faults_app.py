@@ -340,6 +340,463 @@ def stall(req, link):
     return {"sessions": recs}
 
 
+# --- case 7: detachable sessions: detach, restart, reattach (docs/PROTOCOL.md section 10) ---------------
+# What one MainPID leaves for the next, per session: the cursor up to which
+# every byte was checked (20 ASCII digits rewritten in place after each OUTPUT
+# frame, one pwrite: a SIGKILL leaves the last one whole) and, in <id>.note,
+# anything that went wrong before the restart. The service's RuntimeDirectory
+# goes with the service, so this lives in byk's home.
+DETACH_DIR = "/home/byk/faults-detach"
+COUNTER_LINE = 9   # "%07d\r\n": the PTY turns each \n into \r\n
+# The deterministic stream: lines 0..N-1. The first HALF come 100 lines per
+# 10 ms so that the driver's fault falls mid-stream; then the command waits
+# for the file GO (the driver makes it once the next MainPID runs, so the
+# stream cannot end before the restart whatever the timing) and writes the
+# rest at full speed, still detached: a 64 KiB ring overflows.
+COUNTER = ("import os, sys, time\n"
+           "n, half, go = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]\n"
+           "for i in range(n):\n"
+           "    if i == half:\n"
+           "        while not os.path.exists(go):\n"
+           "            time.sleep(0.05)\n"
+           "    sys.stdout.write('%07d\\n' % i)\n"
+           "    if i < half and i % 100 == 99:\n"
+           "        sys.stdout.flush()\n"
+           "        time.sleep(0.01)\n")
+
+
+def counter_bytes(lo, hi):
+    """Bytes LO..HI of the counter stream as the PTY delivers it."""
+    first = lo // COUNTER_LINE
+    s = b"".join(b"%07d\r\n" % i for i in range(first, (hi + COUNTER_LINE - 1) // COUNTER_LINE))
+    return s[lo - first * COUNTER_LINE:hi - first * COUNTER_LINE]
+
+
+def yes_bytes(lo, hi):
+    """Bytes LO..HI of `yes` through the PTY: "y\r\n" over and over."""
+    return (b"y\r\n" * ((hi - lo) // 3 + 2))[lo % 3:lo % 3 + hi - lo]
+
+
+class Checked:
+    """A stream checked byte for byte from cursor POS on against EXPECT(lo, hi)."""
+
+    def __init__(self, pos, expect):
+        self.pos, self.expect, self.bad = pos, expect, None
+
+    def feed(self, data):
+        if self.bad is None and data != self.expect(self.pos, self.pos + len(data)):
+            self.bad = "bytes %d..%d differ from the expected stream" % (self.pos, self.pos + len(data))
+        self.pos += len(data)
+
+
+def envelope(rec, env):
+    rec["envelopes"].append({k: env.get(k) for k in ("type", "code", "signal", "session") if k in env})
+
+
+def list_sessions(until):
+    """LIST on a new connection: (the `session` envelopes, the terminal one)."""
+    c = standin.Conn()
+    entries, end = [], None
+    try:
+        c.connect()
+        c.send(standin.LIST)
+        while True:
+            f = c.read_frame(until)
+            if f is None:
+                break
+            if f[0] == standin.EVENT:
+                env = json.loads(f[1])
+                if env.get("type") == "session":
+                    entries.append(env)
+                else:
+                    end = env
+    except (OSError, TimeoutError) as e:
+        end = {"type": "exception", "what": repr(e)}
+    finally:
+        c.sock.close()
+    return entries, end
+
+
+class Attach:
+    """ATTACH SID at CURSOR on a new connection. open() reads to `attached`
+    (or a terminal envelope); rest() to EOF. on_output(self, data) sees each
+    OUTPUT payload. The record is Session's (envelopes, terminals, eof,
+    timeout) with `attached` (the whole envelope) and `bytes` after it."""
+
+    def __init__(self, sid, cursor, until, on_output=None):
+        self.sid, self.cursor, self.until, self.on_output = sid, cursor, until, on_output
+        self.rec = {"envelopes": [], "bytes": 0, "eof": False, "timeout": False}
+        self.c = standin.Conn()
+
+    def frame(self):
+        try:
+            f = self.c.read_frame(self.until)
+        except TimeoutError:
+            self.rec["timeout"] = True
+            return False
+        if f is None:
+            self.rec["eof"] = True
+            return False
+        if f[0] == standin.OUTPUT:
+            self.rec["bytes"] += len(f[1])
+            if self.on_output:
+                self.on_output(self, f[1])
+        elif f[0] == standin.EVENT:
+            env = json.loads(f[1])
+            if env.get("type") == "attached":
+                self.rec["attached"] = {k: env.get(k) for k in ("session", "unit", "cursor", "dropped", "next", "pid")}
+            envelope(self.rec, env)
+        return True
+
+    def open(self):
+        try:
+            self.c.connect()
+            self.c.send(standin.ATTACH, self.sid.encode() + struct.pack(">Q", self.cursor))
+        except OSError as e:
+            self.rec["connect_error"] = e.errno
+            return False
+        while "attached" not in self.rec and not any(e["type"] in TERMINAL for e in self.rec["envelopes"]):
+            if not self.frame():
+                break
+        return "attached" in self.rec
+
+    def send(self, ftype, payload=b""):
+        try:
+            self.c.send(ftype, payload)
+        except OSError as e:
+            self.rec.setdefault("send_errors", []).append(type(e).__name__)
+
+    def rest(self):
+        if "connect_error" not in self.rec:
+            while self.frame():
+                pass
+        self.rec["terminals"] = sum(1 for e in self.rec["envelopes"] if e["type"] in TERMINAL)
+        self.c.sock.close()
+        return self.rec
+
+
+def detachable(argv, grace, ring, timeout=120):
+    return standin.Session(argv, timeout, opts=["--detach", str(grace), "--scrollback", str(ring)])
+
+
+def started_ids(s):
+    e = s.rec["envelopes"][0]
+    return {"session": e.get("session"), "unit": e.get("unit")}
+
+
+def detach_reader(s, d, sid, state):
+    """Reads one session of the old MainPID until this process dies: every
+    byte checked, the cursor kept in D/SID after each frame."""
+    fd = os.open(os.path.join(d, sid), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    chk = Checked(s.rec["output_len"], counter_bytes)
+    os.pwrite(fd, b"%020d" % chk.pos, 0)
+    note = "output before started" if chk.pos else None
+    while note is None:
+        try:
+            f = s.c.read_frame(s.deadline)
+        except TimeoutError:
+            note = "no end before the deadline (before the restart)"
+            break
+        if f is None:
+            note = "EOF before the restart"
+        elif f[0] == standin.OUTPUT:
+            chk.feed(f[1])
+            if chk.bad:
+                note = chk.bad + " (before the restart)"
+            else:
+                os.pwrite(fd, b"%020d" % chk.pos, 0)
+                state["pos"] = chk.pos
+        elif f[0] == standin.EVENT and json.loads(f[1]).get("type") in TERMINAL:
+            note = "terminal envelope before the restart: %s" % f[1][:200].decode("utf-8", "replace")
+    with open(os.path.join(d, sid + ".note"), "w") as f:
+        f.write(note)
+    state["note"] = note
+
+
+def detach_prep(req, link):
+    """M detachable sessions (grace G s; their rings taken in turn from
+    RINGS) run the counter; a reader thread per session checks each byte and
+    keeps the cursor, until the driver restarts or SIGKILLs this MainPID.
+    Answers once every session has delivered a first byte."""
+    d = os.path.join(DETACH_DIR, req["tag"])
+    os.makedirs(d, exist_ok=True)
+    lines = req["lines"]
+    out, states = [], []
+    for i in range(req["m"]):
+        ring = req["rings"][i % len(req["rings"])]
+        s = detachable(["python3", "-c", COUNTER, str(lines), str(lines // 2), os.path.join(d, "go")],
+                       req["grace"], ring, req.get("timeout", 120))
+        rec = {"ring": ring, "lines": lines}
+        out.append(rec)
+        if not (s.connect() and (s.start() or True) and s.started()):
+            rec["start"] = s.finish()
+            continue
+        rec.update(started_ids(s))
+        st = {"pos": 0}
+        states.append(st)
+        threading.Thread(target=detach_reader, args=(s, d, rec["session"], st), daemon=True).start()
+    until = time.monotonic() + 60
+    while time.monotonic() < until and not all(st["pos"] > 0 or "note" in st for st in states):
+        time.sleep(0.02)
+    return {"sessions": out, "streaming": [st.get("pos", 0) > 0 for st in states]}
+
+
+def detach_resume(req, link):
+    """The next MainPID: LIST, then ATTACH each session of detach_prep at the
+    cursor its predecessor kept, check every byte from `attached`'s cursor to
+    the stream's end, then the exit (code 0) and EOF. A session whose ring is
+    smaller than the stream is attached once LIST says its command ended
+    (while detached, so its ring overflowed); the others at once, mid-stream."""
+    d = os.path.join(DETACH_DIR, req["tag"])
+    until = time.monotonic() + req.get("timeout", 120)
+    entries, end = list_sessions(until)
+    byid = {e["session"]: e for e in entries}
+    ans = {"listed": end, "list": entries, "sessions": []}
+
+    def one(x, rec):
+        sid = x["session"]
+        rec.update(session=sid, ring=x["ring"], total=x["lines"] * COUNTER_LINE,
+                   listed={k: byid[sid].get(k) for k in ("state", "unit", "first", "next", "scrollback", "grace",
+                                                         "exited")} if sid in byid else None)
+        try:
+            with open(os.path.join(d, sid)) as f:
+                rec["cursor_kept"] = int(f.read())
+        except (OSError, ValueError) as e:
+            rec["cursor_kept"] = None
+            rec["cursor_error"] = repr(e)
+        try:
+            with open(os.path.join(d, sid + ".note")) as f:
+                rec["note_before"] = f.read()
+        except OSError:
+            pass
+        chk = []
+
+        def on_output(a, data):
+            if not chk:
+                chk.append(Checked(a.rec["attached"].get("cursor") or 0, counter_bytes))
+            chk[0].feed(data)
+
+        if x["ring"] < rec["total"]:
+            # Attached only once LIST says the command ended while detached:
+            # its ring overflowed, so `dropped` must be exactly first - cursor.
+            while time.monotonic() < until:
+                entries, end = list_sessions(until)
+                e = next((e for e in entries if e["session"] == sid), None)
+                if e is None or e.get("exited") or (end or {}).get("type") != "listed":
+                    break
+                time.sleep(0.1)
+            rec["listed_exited"] = {k: e.get(k) for k in ("state", "first", "next", "exited", "code")} if e else None
+        a = Attach(sid, rec["cursor_kept"] or 0, until, on_output)
+        a.open()
+        rec.update(a.rest())
+        rec["end"] = chk[0].pos if chk else (rec.get("attached") or {}).get("cursor")
+        rec["bad"] = chk[0].bad if chk else None
+
+    recs = [{} for _ in req["sessions"]]
+    threads = [threading.Thread(target=one, args=(x, r)) for x, r in zip(req["sessions"], recs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ans["sessions"] = recs
+    return ans
+
+
+def hold_detached(specs, grace, ring, until):
+    """Starts one detachable session per (kind, argv, ready-text) of SPECS,
+    closes each connection once the command runs (its ready text seen), and
+    LISTs until every one is listed detached. Returns the records."""
+    recs = []
+    for kind, argv, ready in specs:
+        s = detachable(argv, grace, ring)
+        rec = {"kind": kind}
+        recs.append(rec)
+        if not (s.connect() and (s.start() or True) and s.started()):
+            rec["start"] = s.finish()
+            continue
+        rec.update(started_ids(s))
+        if ready:
+            rec["ready"] = s.pump(lambda: ready in s.out)
+        s.c.sock.close()   # detached: the connection closed by the client
+    ids = {r["session"] for r in recs if "session" in r}
+    while True:
+        entries, end = list_sessions(until)
+        det = {e["session"] for e in entries if e.get("state") == "detached"}
+        for r in recs:
+            if r.get("session") in det:
+                r["seen_detached"] = True
+        # An attached one is listed "attached"; one no longer listed has ended.
+        waiting = ids & {e["session"] for e in entries if e.get("state") != "detached"}
+        if not waiting or time.monotonic() >= until or (end or {}).get("type") != "listed":
+            return recs, entries, end
+        time.sleep(0.05)
+
+
+def refused(sid, until):
+    """ATTACH to SID at cursor 0: the record (an error is expected)."""
+    a = Attach(sid, 0, until)
+    a.open()
+    return a.rest()
+
+
+def detach_grace(req, link):
+    """Detachable sessions with a short grace, never attached again: a
+    stream (its ring overflows while detached), an idle command, and one that
+    exits 5 while detached (after the file GO). LIST until none of them is
+    listed any more; then ATTACH to each is no_such_session."""
+    d = os.path.join(DETACH_DIR, req["tag"])
+    os.makedirs(d, exist_ok=True)
+    go = os.path.join(d, "go")
+    until = time.monotonic() + req.get("timeout", 90)
+    recs, entries, end = hold_detached(
+        [("stream", ["yes"], b"y\r\ny"), ("idle", ["sleep", "600"], None),
+         ("exits", ["sh", "-c", 'echo up; while ! [ -e "$0" ]; do sleep 0.05; done; exit 5', go], b"up")],
+        req["grace"], 65536, until)
+    ans = {"sessions": recs, "first_list": [{k: e.get(k) for k in ("session", "state", "first", "next", "exited")}
+                                            for e in entries], "first_listed": end}
+    with open(go, "w"):
+        pass
+    ids = {r["session"] for r in recs if "session" in r}
+    polls = 0
+    while time.monotonic() < until:
+        entries, end = list_sessions(until)
+        polls += 1
+        for e in entries:
+            for r in recs:
+                if e["session"] == r.get("session") and e.get("exited"):
+                    r["listed_exited"] = {"code": e.get("code"), "signal": e.get("signal")}
+        if not ids & {e["session"] for e in entries} and (end or {}).get("type") == "listed":
+            break
+        time.sleep(0.1)
+    ans["gone_after_polls"] = polls
+    ans["last_listed"] = end
+    ans["still_listed"] = sorted(ids & {e["session"] for e in entries})
+    for r in recs:
+        if "session" in r:
+            r["attach"] = refused(r["session"], until)
+    return ans
+
+
+def detach_hold(req, link):
+    """M detachable sessions (half `yes`, half idle) detached by closing their
+    connections, then listed detached: the driver ends the supervisor."""
+    until = time.monotonic() + req.get("timeout", 60)
+    specs = [("stream", ["yes"], b"y\r\ny") if i % 2 == 0 else ("idle", ["sleep", "600"], None)
+             for i in range(req["m"])]
+    recs, entries, end = hold_detached(specs, req["grace"], 65536, until)
+    return {"sessions": recs, "listed": end}
+
+
+def detach_gone(req, link):
+    """After the supervisor's restart: LIST (none of IDS), ATTACH to each."""
+    until = time.monotonic() + req.get("timeout", 60)
+    entries, end = list_sessions(until)
+    return {"listed": end, "list": [e["session"] for e in entries],
+            "attach": {sid: refused(sid, until) for sid in req["ids"]}}
+
+
+# --- case 8: every detachable ring full while detached ------------------------------------------------------
+def rings(req, link):
+    """N detachable sessions with rings of RING bytes (N x RING =
+    kMaxScrollbackTotalBytes), one more that must be refused, all N detached
+    by closing their connections; after the driver's GO each command writes
+    1.5 x RING bytes (`yes | head -c RING` through the PTY) while detached and
+    stays; LIST until every ring is full; after the next GO each is attached
+    at cursor 0 (dropped = first exactly), its replay checked byte for byte
+    (the stream's last RING bytes), then STOPped."""
+    n, ring = req["n"], req["ring"]
+    d = os.path.join(DETACH_DIR, req["tag"])
+    os.makedirs(d, exist_ok=True)
+    go = os.path.join(d, "go")
+    until = time.monotonic() + req.get("timeout", 300)
+    argv = ["sh", "-c", 'while ! [ -e "$0" ]; do sleep 0.2; done; yes | head -c %d; exec sleep 600' % ring, go]
+    gate = threading.Semaphore(8)   # at most 8 between connect and started
+    recs = [{} for _ in range(n)]
+    sess = [None] * n
+
+    def start(i):
+        s = sess[i] = detachable(argv, req["grace"], ring)
+        with gate:
+            ok = s.connect() and (s.start() or True) and s.started()
+        if ok:
+            recs[i].update(started_ids(s))
+        else:
+            recs[i]["start"] = s.finish()
+
+    threads = [threading.Thread(target=start, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    extra = detachable(["true"], req["grace"], req["extra_ring"], 30)
+    if extra.connect():
+        extra.start()
+    ans = {"extra": extra.finish(), "sessions": recs}
+    for s in sess:
+        if s.c.sock.fileno() >= 0:
+            s.c.sock.close()   # detached
+    ids = {r["session"] for r in recs if "session" in r}
+    while True:
+        entries, end = list_sessions(until)
+        if ids <= {e["session"] for e in entries if e.get("state") == "detached"} or time.monotonic() >= until \
+                or (end or {}).get("type") != "listed":
+            break
+        time.sleep(0.05)
+    ans["detached"] = len(ids & {e["session"] for e in entries if e.get("state") == "detached"})
+    link.mark("detached")
+    link.wait_go()   # the driver samples the supervisor from here on
+    with open(go, "w"):
+        pass
+    total = ring + ring // 2
+    polls = 0
+    while True:
+        entries, end = list_sessions(until)
+        polls += 1
+        full = {e["session"] for e in entries
+                if e.get("state") == "detached" and e.get("next") == total and e["next"] - e["first"] == ring}
+        if ids <= full or time.monotonic() >= until or (end or {}).get("type") != "listed":
+            break
+        time.sleep(0.1)
+    ans["full"] = len(ids & full)
+    ans["full_polls"] = polls
+    ans["list_full"] = [{k: e.get(k) for k in ("session", "state", "first", "next", "scrollback")} for e in entries
+                        if e["session"] in ids]
+    link.mark("full")
+    link.wait_go()   # the driver sampled the supervisor with every ring full
+
+    def one(r):
+        if "session" not in r:
+            return
+        chk = []
+
+        def on_output(a, data):
+            if not chk:
+                chk.append(Checked(a.rec["attached"].get("cursor") or 0, yes_bytes))
+            want = max(0, (a.rec["attached"].get("next") or 0) - chk[0].pos)   # replay bytes still to come
+            if want:
+                chk[0].feed(data[:want])
+                if chk[0].pos == a.rec["attached"]["next"]:
+                    a.send(standin.STOP)   # the replay is whole
+            if len(data) > want:   # live output after the replay: what the STOP makes the PTY say
+                r["after_replay"] = r.get("after_replay", "") + data[want:want + 200].decode("utf-8", "replace")
+
+        a = Attach(r["session"], 0, until, on_output)
+        with gate:
+            ok = a.open()
+        if ok and a.rec["attached"].get("next") == a.rec["attached"].get("cursor"):
+            a.send(standin.STOP)   # nothing to replay
+        r.update(a.rest())
+        r["end"] = chk[0].pos if chk else None
+        r["bad"] = chk[0].bad if chk else None
+
+    threads = [threading.Thread(target=one, args=(r,)) for r in recs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return ans
+
+
 # --- soak: random session operations for a while (soak.py) ---------------------------------------------
 RESIZE = 0x06
 SOAK_SIGNALS = {1: "HUP", 2: "INT", 9: "KILL", 10: "USR1", 15: "TERM"}
@@ -513,7 +970,8 @@ def probe(req, link):
 
 OPS = {"kill": kill_session, "live": live, "churn": churn, "probe": probe, "soak": soak,
        "restart_prep": restart_prep, "memory": memory,
-       "stall": stall}
+       "stall": stall, "detach_prep": detach_prep, "detach_resume": detach_resume, "detach_grace": detach_grace,
+       "detach_hold": detach_hold, "detach_gone": detach_gone, "rings": rings}
 
 
 if __name__ == "__main__":

@@ -15,10 +15,19 @@
 # session whose life contains a SIGKILL of the supervisor may end with EOF
 # alone or an error of a stable code; one that overlaps a re-exec or reload
 # may end with an error of a stable code (systemd away from the bus).
+#
+# After each round's check (not the warm-up's), a detach/restart/reattach
+# (docs/PROTOCOL.md section 10; faults.py's detach case, kinds restart and
+# kill9): 2-6 detachable sessions stream a counter, the application is
+# restarted or SIGKILLed mid-stream, the next MainPID lists and reattaches
+# each at the cursor its predecessor kept, byte for byte to the stream's end
+# (`dropped` exactly first - cursor where a ring overflowed), then the
+# invariant check again: a failure of either fails the round.
 # Usage: soak.py SEED ROUNDS ROUND_SECONDS OUT.json
 import json
 import os
 import random
+import shutil
 import signal
 import sys
 import threading
@@ -90,8 +99,10 @@ def main():
     print("soak: seed %d, %d rounds of %.0f s; baseline fds %s, RssAnon %s kB, VmRSS %s kB" % (
         seed, rounds, round_s, base.get("fds"), base.get("RssAnon"), base.get("VmRSS")), flush=True)
     totals = {"ops": {}, "sessions": 0, "outcomes": {}, "faults": {}, "lost": 0, "excused": {},
-              "rounds_failed": 0}
+              "rounds_failed": 0, "detach_rounds": 0, "detach_sessions": 0, "detach_dropped": 0,
+              "detach_failed": 0}
     last_kill = 0.0
+    last_app = [0.0]
     # Round 0 warms the supervisor up under the same load without a fault;
     # its idle resources afterwards are the baseline of every later round
     # (an idle supervisor after one session knows nothing of 10 workers).
@@ -176,6 +187,26 @@ def main():
             result["baseline"] = base
             print("soak: baseline after the warm-up: fds %s, RssAnon %s kB, VmRSS %s kB" % (
                 base.get("fds"), base.get("RssAnon"), base.get("VmRSS")), flush=True)
+        detach = None
+        if i:
+            detach = {"kind": rnd.choice(["restart", "kill9"])}
+            dfails = []
+            tag = "soak-%d-%d" % (seed, i)
+            try:
+                camp.reattach(detach, dfails, tag, rnd.randint(2, 6), detach["kind"], last_app)
+            except Exception as e:  # a bug of the driver fails the round, with its evidence
+                dfails.append("driver: %r" % e)
+            finally:
+                shutil.rmtree(os.path.join(faults.DETACH_DIR, tag), ignore_errors=True)
+            dinv = camp.invariant(cursor, base, dfails)
+            detach.update(invariant_pass=dinv["pass"], failures=dinv["failures"], fds=dinv.get("fds"),
+                          RssAnon=dinv.get("RssAnon"), units_left=dinv.get("units_left"))
+            if not dinv["pass"]:
+                inv["pass"] = False
+                inv["failures"] = inv["failures"] + ["detach: " + f for f in dinv["failures"]]
+                inv["units_left"] = (inv.get("units_left") or []) + (dinv.get("units_left") or [])
+            inv["not_proven_gone"] = dinv.get("not_proven_gone", inv.get("not_proven_gone"))
+            inv.update(fds=dinv.get("fds"), RssAnon=dinv.get("RssAnon"), VmRSS=dinv.get("VmRSS"))
         ok = [s for s in samples if "fds" in s]
         row = {
             "minute": i, "seconds": round(time.monotonic() - t_round, 1), "workers": workers,
@@ -191,6 +222,7 @@ def main():
             "mean_sessions": round(sum(s["sessions"] or 0 for s in samples) / max(len(samples), 1), 1),
             "units_left": inv.get("units_left"), "not_proven_gone": inv.get("not_proven_gone"),
             "probe": inv.get("probe"), "invariant_pass": inv["pass"], "failures": inv["failures"],
+            "detach": detach,
         }
         result["minutes"].append(row)
         for k, v in row["ops"].items():
@@ -204,6 +236,12 @@ def main():
         totals["sessions"] += len(sessions)
         totals["lost"] += lost
         totals["rounds_failed"] += 0 if inv["pass"] else 1
+        if detach:
+            ds = detach.get("sessions", [])
+            totals["detach_rounds"] += 1
+            totals["detach_sessions"] += len(ds)
+            totals["detach_dropped"] += detach.get("dropped", 0)
+            totals["detach_failed"] += sum(1 for x in ds if x.get("fail"))
         mins = result["minutes"]
         totals.update(
             ops_done=sum(totals["ops"].values()), faults_injected=sum(totals["faults"].values()),
@@ -221,20 +259,25 @@ def main():
         with open(out_path + ".tmp", "w") as f:
             json.dump(result, f, indent=1)
         os.replace(out_path + ".tmp", out_path)
-        print("soak round %d/%d: %s %s; %d sessions (%d workers), %d ops, lost %d, excused %s; fds %s, "
+        print("soak round %d/%d: %s %s; %d sessions (%d workers), %d ops, lost %d, excused %s; %s; fds %s, "
               "RssAnon %s kB, peak units %s, peak sessions %s; invariant %s%s" % (
                   i, rounds, fault, "at %.0f s" % fault_at if i else "(warm-up)", len(sessions), workers,
-                  sum(row["ops"].values()), lost, json.dumps(excused, sort_keys=True), row["fds"],
-                  row["RssAnon"], row["peak_units"], row["peak_sessions"],
+                  sum(row["ops"].values()), lost, json.dumps(excused, sort_keys=True),
+                  "detach/%s/reattach: %d sessions, %d with bytes dropped, %s" % (
+                      detach["kind"], len(detach.get("sessions", [])), detach.get("dropped", 0),
+                      "pass" if detach["invariant_pass"] else "FAIL") if detach else "no detach round",
+                  row["fds"], row["RssAnon"], row["peak_units"], row["peak_sessions"],
                   "pass" if inv["pass"] else "FAIL", "" if inv["pass"] else ": " + "; ".join(inv["failures"])),
               flush=True)
     t = result["totals"]
     print("soak: %d rounds in %.0f s, %d sessions, %d operations, %d faults injected %s, sessions lost %d, "
-          "units left %d, not proven gone %d, rounds failed %d; fds %s -> %s (range %s..%s), "
+          "units left %d, not proven gone %d, rounds failed %d; detach/restart/reattach %d rounds, %d sessions "
+          "(%d with bytes dropped), %d failed; fds %s -> %s (range %s..%s), "
           "RssAnon %s -> %s kB (range %s..%s)" % (
               rounds, t["elapsed_s"], t["sessions"], t["ops_done"], t["faults_injected"],
               json.dumps(t["faults"], sort_keys=True), t["lost"], t["units_left"], t["not_proven_gone"],
-              t["rounds_failed"], t["fds_first"], t["fds_last"], t["fds_min"], t["fds_max"],
+              t["rounds_failed"], t["detach_rounds"], t["detach_sessions"], t["detach_dropped"],
+              t["detach_failed"], t["fds_first"], t["fds_last"], t["fds_min"], t["fds_max"],
               t["RssAnon_first"], t["RssAnon_last"], t["RssAnon_min"], t["RssAnon_max"]), flush=True)
     sys.exit(0 if t["lost"] == 0 and t["rounds_failed"] == 0 else 1)
 

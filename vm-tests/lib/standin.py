@@ -26,6 +26,7 @@ CONTROL = "/run/opencode-test/control.sock"
 TERMINAL = ("exit", "error")
 
 START, INPUT, SIGNAL, STOP, EOF, ENV = 0x01, 0x02, 0x03, 0x04, 0x05, 0x07
+LIST, ATTACH = 0x08, 0x09   # section 10: sent by the application itself, no helper
 OUTPUT, EVENT = 0x81, 0x82
 
 
@@ -39,9 +40,10 @@ def env_payload(env):
     return struct.pack(">I", len(entries)) + b"".join(struct.pack(">I", len(e)) + e for e in entries)
 
 
-def spawn_helper(conn, dirfd, argv, cols, rows, env=False):
+def spawn_helper(conn, dirfd, argv, cols, rows, env=False, opts=()):
     """Runs the real helper with fd 3 = dup(conn), fd 4 = dirfd, nothing else
-    (with --env when the application sends an ENV frame after it)."""
+    (with --env when the application sends an ENV frame after it; OPTS are
+    more helper options, e.g. --detach SECONDS --scrollback BYTES)."""
     pid = os.fork()
     if pid == 0:
         try:
@@ -54,7 +56,7 @@ def spawn_helper(conn, dirfd, argv, cols, rows, env=False):
             os.dup2(null, 0)
             os.close(null)
             os.execv(HELPER, [HELPER, "--cols", str(cols), "--rows", str(rows)] + (["--env"] if env else []) +
-                     ["--"] + argv)
+                     list(opts) + ["--"] + argv)
         except BaseException as e:  # report why the helper never ran
             os.write(2, ("standin: cannot run the helper: %r\n" % (e,)).encode())
         finally:
@@ -116,10 +118,11 @@ class Conn:
 class Session:
     """One session through the real helper, with its whole record."""
 
-    def __init__(self, argv, timeout):
+    def __init__(self, argv, timeout, opts=()):
         self.rec = {"argv0": argv[0], "envelopes": [], "output_len": 0, "eof": False,
                     "timeout": False}
         self.argv = argv
+        self.opts = opts   # more helper options (--detach ...)
         self.deadline = time.monotonic() + timeout
         self.out = bytearray()
         self.c = Conn()
@@ -135,7 +138,7 @@ class Session:
     def start(self):
         dirfd = os.open("/home/byk", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            self.rec["helper_status"] = spawn_helper(self.c.sock, dirfd, self.argv, 80, 24)
+            self.rec["helper_status"] = spawn_helper(self.c.sock, dirfd, self.argv, 80, 24, opts=self.opts)
         finally:
             os.close(dirfd)
 
@@ -165,7 +168,7 @@ class Session:
             elif ftype == EVENT:
                 env = json.loads(payload)
                 self.rec["envelopes"].append({k: env.get(k) for k in ("type", "code", "signal", "unit",
-                                                                     "exact", "result")
+                                                                     "exact", "result", "session")
                                               if k in env})
             else:
                 self.rec.setdefault("unexpected", []).append(ftype)
