@@ -14,8 +14,10 @@
 # unaltered, every requested property of a live PTY unit read back over D-Bus,
 # a full Node session (output, input, exit code, signals, stop, cleanup), the
 # SEA's descriptor inheritance (client/node/probe), same-UID isolation (VM),
-# forged and flooded bus signals, SIGKILL of the supervisor, daemon-reload, and
-# that no unit and no descriptor is left. Each check lands in the report
+# forged and flooded bus signals, SIGKILL of the supervisor, daemon-reload,
+# that no unit and no descriptor is left, and a detachable terminal of the
+# application that outlives its restart across the cutover (detach.py). Each
+# check lands in the report
 # (/var/lib/opencode-pty/acceptance/report.{json,txt}, also in /results).
 #
 # Containers have no Yama: the readiness verifier refuses them (checked), so
@@ -734,6 +736,49 @@ write_report() {
   chown root:root "$REPORT_DIR/report.json" "$REPORT_DIR/report.txt"
 }
 write_report > /dev/null
+
+# ============================================================ 15. the cutover, the application restarted with a live detachable terminal
+# tools/cutover starts opencode-v2.service and refuses while it is active, so
+# the application restarts across it: stopped, then started by the cutover. A
+# detachable terminal (docs/PROTOCOL.md section 10) that its MainPID opened
+# before must outlive that: the new MainPID lists it and attaches at the
+# cursor the old one kept in a file, with a byte-exact replay of what it wrote
+# meanwhile (vm-tests/acceptance/detach.py: the command, its bytes, the
+# checks). Opened here, after the report's cleanup checks (its unit and
+# processes live through the cutover), and ended before the end. In containers
+# the cutover refuses the report (no Yama), so there the restart's start is
+# systemctl start with the test drop-in.
+DT=/tests/detach.py
+DT_KEPT=/home/byk/.opencode-v2/terminals.json
+# dt_checks LEDGER-LINES: each line of detach.py as a check of the report.
+dt_checks() {
+  local res id name ev n=0
+  while IFS=$'\t' read -r res id name ev; do
+    case "$res" in pass|fail) n=$((n + 1)); acc "$id" "$res" "$name" "$ev" ;; esac
+  done < "$1"
+  [ "$n" -gt 0 ] && ! grep -qv '^pass\|^fail' "$1" || acc detach.checks fail "detach.py judged the terminal" "$(head -c 1500 "$1")"
+}
+rm -f "$T/flags/dt-ready" "$T/flags/dt-go" "$T/flags/dt-printed"
+[ "$TARGET" = vm ] || standin_no_yama_dropin
+systemctl reset-failed $APP 2>/dev/null
+systemctl start $APP
+wait_for "$W" test -S $STANDIN_RELAY > /dev/null 2>&1
+DT_PID0=$(app_pid)
+relay dt "$(python3 $DT start "$T/flags" "$W")" &
+dtpid=$!
+wait_for "$W" test -e "$T/flags/dt-ready" > /dev/null 2>&1
+systemctl stop $APP
+wait $dtpid
+dt_unit=$(unit_of dt) dt_session=$(field dt '(r.get("started") or {}).get("session")')
+cp "$DT_KEPT" /results/detach-terminals-kept.json 2>/dev/null
+python3 $DT before "$T/dt.json" "$DT_KEPT" "${DT_PID0:-0}" "$(systemctl is-active "${dt_unit:-none}")" \
+  "$( [ -e "/proc/${DT_PID0:-0}" ] && echo yes || echo no)" > "$T/dt-before.tsv" 2>&1
+dt_checks "$T/dt-before.tsv"
+# The command writes its lines now, while detached, and says when it has.
+touch "$T/flags/dt-go"
+acc_run detach.written-while-detached "while detached (the old MainPID gone, no new one yet) the command writes its lines and says so" \
+  wait_for "$W" test -e "$T/flags/dt-printed"
+
 # tools/cutover reads this report: it must accept the format and refuse it
 # unless every check passed. With a passing report (the VM) it also refuses
 # root-owned copies of it with one thing changed - no --approve, a stale
@@ -799,7 +844,28 @@ json.dump(d, open(sys.argv[2], "w"))' "$REPORT_DIR/report.json" "$REPORT_DIR/mut
       "exit $rc: $out | $APP $(systemctl is-active $APP) MainPID $cpid exe $cexe dropins $(systemctl show -P DropInPaths $APP)"
   fi
 fi
+# The restart's other half: the new MainPID takes the terminal back.
+if systemctl -q is-active $APP; then how="started by tools/cutover"
+else
+  how="started by systemctl start: tools/cutover refused this report"
+  systemctl reset-failed $APP 2>/dev/null
+  systemctl start $APP
+fi
+wait_for "$W" test -S $STANDIN_RELAY > /dev/null 2>&1
+relay dta "$(python3 $DT attach "${dt_session:-none}" "$W")"
+python3 $DT after "$T/dt.json" "$T/dta.json" "${DT_PID0:-0}" "$(app_pid)" "$how" > "$T/dt-after.tsv" 2>&1
+dt_checks "$T/dt-after.tsv"
+dt_gone() {
+  [ -n "$1" ] && [ -n "$2" ] || { echo "the terminal never started"; return 1; }
+  wait_for 30 gone "$1" || return 1
+  echo "kept by the application: $(cat "$DT_KEPT" 2>&1)"; ! grep -q "$2" "$DT_KEPT"
+}
+acc_run detach.unit-gone "the terminal's unit is then proven gone (GetUnit -> NoSuchUnit), and the application no longer keeps it" \
+  dt_gone "$dt_unit" "$dt_session"
 systemctl stop $APP 2>/dev/null; systemctl disable -q $APP 2>/dev/null
+[ "$TARGET" = vm ] || standin_remove_dropin
+acc_run detach.nothing-left "after the application stopped at the end: no session unit and no process of byk is left" \
+  wait_for 20 sh -c '. /vm-tests/lib/units.sh; no_session_units && ! pgrep -u byk -a'
 write_report
 cp "$REPORT_DIR/report.json" "$REPORT_DIR/report.txt" /results/
 journalctl --no-pager -o short-precise _SYSTEMD_UNIT=$SUP > /results/supervisor-journal.txt 2>&1

@@ -9,7 +9,10 @@
 #       the shell. Exit status: the command's, 1 if the session failed.
 #   relay_client.py [--socket PATH] --steps JSON [--out FILE] [--transcript FILE]
 #       A scripted session: JSON is {"argv": [...], "cwd"?, "cols"?, "rows"?,
-#       "timeout"?, "steps": [...]}; each step is one of
+#       "detachable"?, "timeout"?, "steps": [...]}, or {"attach": {"session",
+#       "until_next"?}, "timeout"?, "steps": [...]} to attach to a detachable
+#       terminal the application kept (relay-app.js: an "attached" event, then
+#       the replay and live output); each step is one of
 #         {"event": TYPE}            wait for an event (started, notice, exit...)
 #         {"expect": REGEX}          wait until the output after the previous
 #                                    match matches (Python re, bytes as latin-1)
@@ -107,7 +110,7 @@ class Relay:
 
 
 def scripted(path, spec, out, transcript):
-    res = {'argv': spec['argv'], 'steps_done': 0, 'failed_step': None}
+    res = {'argv': spec.get('argv'), 'steps_done': 0, 'failed_step': None}
     t0 = time.monotonic()
     try:
         r = Relay(path)
@@ -115,7 +118,10 @@ def scripted(path, spec, out, transcript):
         res['connect_error'] = e.errno
         res['error'] = str(e)
         return res, 1
-    r.send('S', {k: spec[k] for k in ('argv', 'cwd', 'cols', 'rows') if k in spec})
+    if 'attach' in spec:
+        r.send('A', spec['attach'])
+    else:
+        r.send('S', {k: spec[k] for k in ('argv', 'cwd', 'cols', 'rows', 'detachable') if k in spec})
     cursor = 0
     ok = True
     for i, st in enumerate(spec.get('steps', [])):
@@ -174,6 +180,7 @@ def scripted(path, spec, out, transcript):
         r.sock.close()
     res['events'] = r.events
     res['started'] = next((e for e in r.events if e.get('type') == 'started'), None)
+    res['attached'] = next((e for e in r.events if e.get('type') == 'attached'), None)
     res['terminal'] = r.terminal
     res['output_len'] = len(r.output)
     res['output_text'] = bytes(r.output).decode('utf-8', 'replace')[-200000:]
