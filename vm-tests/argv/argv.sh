@@ -40,11 +40,6 @@ envmarker=env-marker-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 echo "environment marker $envmarker"
 
 . /vm-tests/lib/units.sh
-wait_for() {
-  n=$(($1 * 10)); shift
-  while [ "$n" -gt 0 ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; n=$((n - 1)); done
-  "$@"
-}
 unit_path() { echo "/org/freedesktop/systemd1/unit/$(echo "$1" | sed -e 's/-/_2d/g' -e 's/\./_2e/g')"; }
 
 # as_user USER NAME CMD...: CMD as USER (never root); its stdout, stderr and

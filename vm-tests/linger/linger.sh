@@ -132,11 +132,6 @@ expect "A: EOF ends cat with exit 0, then the connection closes" close_a \
   'r["terminal"] and r["terminal"]["type"] == "exit" and r["terminal"]["code"] == 0 and r["eof"] and r["terminals"] == 1'
 
 # --- afterwards --------------------------------------------------------------
-wait_for() {
-  _n=$(($1 * 10)); shift
-  while [ $_n -gt 0 ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; _n=$((_n - 1)); done
-  "$@"
-}
 check "no opencode-pty-*.service left" wait_for 10 no_session_units
 check "the same supervisor process ($pid) throughout" sh -c '[ "$(systemctl show -P MainPID opencode-pty-supervisor.service)" = "$1" ]' - "$pid"
 # The closer may still be on its last descriptors: poll for a few seconds.

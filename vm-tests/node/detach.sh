@@ -21,21 +21,6 @@ node_install
 runtime_install "$RUNTIME"
 echo "detach: $(systemctl --version | head -n1); SEA $(OPENCODE_PTY_APP_MODE=version $NODE_SEA_APP); $RUNTIME; kernel $(uname -r)"
 
-# gone UNIT: systemd no longer knows the unit (GetUnit -> NoSuchUnit) and
-# does not list it.
-gone() {
-  out=$(busctl --system call org.freedesktop.systemd1 /org/freedesktop/systemd1 \
-        org.freedesktop.systemd1.Manager GetUnit s "$1" 2>&1)
-  echo "$out"
-  case "$out" in *"not loaded"*|*NoSuchUnit*) ! session_units | grep -qx "$1" ;; *) return 1 ;; esac
-}
-# wait_for SECONDS CMD...: until CMD succeeds (a hang guard), then CMD once
-# more for its output and status.
-wait_for() {
-  n=$(($1 * 10)); shift
-  while [ "$n" -gt 0 ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; n=$((n - 1)); done
-  "$@"
-}
 # state NAME FIELD: a session's field in the app's state file.
 state() {
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sessions"][sys.argv[2]][sys.argv[3]])' \

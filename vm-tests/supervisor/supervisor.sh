@@ -43,19 +43,6 @@ sys.exit(0 if ok else 1)' "$tmp/$2.json" "$3"
 # Session units only: opencode-pty-supervisor.service matches the glob too.
 . /vm-tests/lib/units.sh
 unit_of() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(next(e["unit"] for e in r["envelopes"] if e["type"]=="started"))' "$tmp/$1.json"; }
-# gone UNIT: systemd no longer knows the unit (GetUnit -> NoSuchUnit).
-gone() {
-  out=$(busctl --system call org.freedesktop.systemd1 /org/freedesktop/systemd1 \
-        org.freedesktop.systemd1.Manager GetUnit s "$1" 2>&1)
-  echo "$out"
-  case "$out" in *"not loaded"*|*NoSuchUnit*) ! session_units | grep -qx "$1" ;; *) return 1 ;; esac
-}
-# wait_for SECONDS CMD...: until CMD succeeds.
-wait_for() {
-  n=$(($1 * 10)); shift
-  while [ "$n" -gt 0 ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; n=$((n - 1)); done
-  "$@"
-}
 # journal_cursor: where the journal ends now.
 journal_cursor() { journalctl -n 0 --show-cursor -o cat | sed -n 's/^-- cursor: //p'; }
 # sup_journal CURSOR [UNIT]: the supervisor's messages after CURSOR (of UNIT=).
