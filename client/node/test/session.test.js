@@ -6,7 +6,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { spawn, protocol, limits } = require('..');
 const { fakeSupervisor, exitOf } = require('../test-support/fake.js');
-const { HANG_GUARD_MS, sleep, until } = require('../test-support/wait.js');
+const { HANG_GUARD_MS, sleep, until, within } = require('../test-support/wait.js');
 const fake = require('../test-support/fake.js');
 
 const { FrameType } = protocol;
@@ -265,7 +265,12 @@ test('pause() stops reading (backpressure reaches the sender) and defers exit; r
   assert.equal(got, 0);
   assert.ok(pty._socket.bytesRead < total / 2, `read ${pty._socket.bytesRead}`);
   pty.resume();
-  const ev = await exited;
+  // A hang guard with the state that explains a hang (node.unit.node26 once
+  // stalled here until ctest's 600 s limit in a loaded full run).
+  const ev = await within(exited, 'onExit after resume()').catch((e) => {
+    throw new Error(`${e.message}: got ${got} of ${total} bytes, state ${pty.state}, ` +
+                    `read ${pty._socket.bytesRead}, sender blocked ${blocked}, fake closed ${conn && conn.closed}`);
+  });
   assert.equal(got, total);
   assert.equal(ev.exitCode, 0);
   assert.ok(conn);
