@@ -73,6 +73,18 @@ KILL_WINDOWS = {"handshake": (0, 200), "start": (0, 40), "streaming": (0, 1000),
                 "stopping": (0, 4000), "cleanup": (250, 400)}
 
 
+def started_detachable(ans, want, fails):
+    """The app's records of detachable sessions that started (those with a
+    session id); when fewer than `want` did, says so in `fails` with how the
+    others ended."""
+    recs = ans.get("sessions", [])
+    ok = [r for r in recs if "session" in r]
+    if len(ok) != want:
+        fails.append("%d of %d detachable sessions started: %s" % (
+            len(ok), want, sorted({judge(r.get("start", {}), False)[0] for r in recs if "session" not in r})))
+    return ok
+
+
 def judge(rec, killed):
     """The outcome of one session the fault touched, and whether it is allowed."""
     if "connect_error" in rec:
@@ -626,11 +638,7 @@ class Campaign:
                       timeout=180)
         if "exception" in ans:
             fails.append("app before: %s" % ans["exception"])
-        prep = ans.get("sessions", [])
-        ok = [x for x in prep if "session" in x]
-        if len(ok) != m:
-            fails.append("%d of %d detachable sessions started: %s" % (
-                len(ok), m, [judge(x.get("start", {}), False)[0] for x in prep if "session" not in x]))
+        ok = started_detachable(ans, m, fails)
         if not all(ans.get("streaming", [False])):
             fails.append("not every session streamed before the fault: %s" % ans.get("streaming"))
         rep["units"] = [x["unit"] for x in ok]
@@ -713,10 +721,7 @@ class Campaign:
         ans = request({"op": "detach_grace", "tag": tag, "grace": 3, "timeout": 90}, timeout=150)
         if "exception" in ans:
             fails.append("app: %s" % ans["exception"])
-        recs = ans.get("sessions", [])
-        ok = [r for r in recs if "session" in r]
-        if len(ok) != 3:
-            fails.append("%d of 3 detachable sessions started" % len(ok))
+        ok = started_detachable(ans, 3, fails)
         if ans.get("still_listed"):
             fails.append("still listed at the hang guard: %s" % ans["still_listed"])
         for r in ok:
@@ -734,7 +739,7 @@ class Campaign:
         if missing:
             fails.append("no grace-period journal line for %s" % ", ".join(missing))
         rep["sessions"] = [{k: r.get(k) for k in ("kind", "session", "unit", "seen_detached", "listed_exited")}
-                           for r in recs]
+                           for r in ans.get("sessions", [])]
         rep["grace_lines"] = len(lines & set(units))
         rep["gone_after_polls"] = ans.get("gone_after_polls")
 
@@ -745,9 +750,7 @@ class Campaign:
         ans = request({"op": "detach_hold", "m": m, "grace": 60, "timeout": 60}, timeout=120)
         if "exception" in ans:
             fails.append("app: %s" % ans["exception"])
-        ok = [r for r in ans.get("sessions", []) if "session" in r]
-        if len(ok) != m:
-            fails.append("%d of %d detachable sessions started" % (len(ok), m))
+        ok = started_detachable(ans, m, fails)
         if not all(r.get("seen_detached") for r in ok):
             fails.append("not every session listed detached: %s" % [r.get("seen_detached") for r in ok])
         rep["how"] = self.rnd.choice(["sigkill", "restart"])
@@ -880,11 +883,7 @@ class Campaign:
             fails = []
             if "exception" in ans:
                 fails.append("app: %s" % ans["exception"])
-            recs = ans.get("sessions", [])
-            ok = [r for r in recs if "session" in r]
-            if len(ok) != count:
-                fails.append("%d of %d detachable sessions started: %s" % (
-                    len(ok), count, sorted({judge(r.get("start", {}), False)[0] for r in recs if "session" not in r})))
+            ok = started_detachable(ans, count, fails)
             rep["refusal"] = judge(ans.get("extra", {}), False)[0]
             if rep["refusal"] != "error:" + code:
                 fails.append("one more detachable START: %s, want error %s" % (rep["refusal"], code))
