@@ -68,6 +68,22 @@ size_t AdvanceFrames(const ByteQueue& q, size_t left, size_t n) noexcept {
   return 0;
 }
 
+// Appends one frame of `type` carrying `payload` to `q`, all or nothing.
+bool PutFrame(ByteQueue& q, FrameType type, std::span<const uint8_t> payload) noexcept {
+  size_t need = kHeader + payload.size();
+  if (q.free() < need) return false;
+  std::span<uint8_t> dst = q.writable(need);
+  if (dst.size() < need) return false;
+  EncodeHeader(type, static_cast<uint32_t>(payload.size()), dst.data());
+  std::memcpy(dst.data() + kHeader, payload.data(), payload.size());
+  q.commit(need);
+  return true;
+}
+
+std::span<const uint8_t> Bytes(std::string_view s) noexcept {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
 size_t FirstFrameSize(const ByteQueue& q) noexcept {
   DecodeResult d = DecodeFrame(Direction::kFromSupervisor, q.readable());
   return d.status == DecodeResult::Status::kFrame ? d.consumed : q.size();
@@ -149,13 +165,7 @@ int Pump::OnKick(sd_event_source* /*s*/, void* userdata) noexcept {
 
 bool Pump::QueueEnvelope(std::string_view json) noexcept {
   if (json.size() < 2 || json.size() > limits::kMaxEnvelopeBytes || !conn_) return false;
-  size_t need = kHeader + json.size();
-  if (env_.free() < need) return false;
-  std::span<uint8_t> dst = env_.writable(need);
-  if (dst.size() < need) return false;
-  EncodeHeader(FrameType::kEvent, static_cast<uint32_t>(json.size()), dst.data());
-  std::memcpy(dst.data() + kHeader, json.data(), json.size());
-  env_.commit(need);
+  if (!PutFrame(env_, FrameType::kEvent, Bytes(json))) return false;
   Update();
   return true;
 }
@@ -288,8 +298,7 @@ void Pump::ReadStart() noexcept {
   }
   if (!got_first_segment_) {
     got_first_segment_ = true;
-    first_segment_had_fd_ = static_cast<bool>(r.fd);
-    start_fd_ = std::move(r.fd);
+    start_fd_ = std::move(r.fd);  // valid iff the first segment carried one
   } else if (r.fd) {
     AsyncClose(std::move(r.fd));
     return ClientError(ErrorCode::kExtraDescriptor);
@@ -300,8 +309,8 @@ void Pump::ReadStart() noexcept {
   std::span<const uint8_t> got = rx_.readable();
   if (got.size() < 2) return;
   bool session_request = got[1] == uint8_t(FrameType::kList) || got[1] == uint8_t(FrameType::kAttach);
-  if (!session_request && !first_segment_had_fd_) return ClientError(ErrorCode::kNoDescriptor);
-  if (session_request && first_segment_had_fd_) {
+  if (!session_request && !start_fd_) return ClientError(ErrorCode::kNoDescriptor);
+  if (session_request && start_fd_) {
     AsyncClose(std::move(start_fd_));
     return ClientError(ErrorCode::kExtraDescriptor);
   }
@@ -560,26 +569,28 @@ void Pump::ReadPty() noexcept {
   if (ring_) return ReadPtyIntoRing();
   std::span<uint8_t> w = out_.writable(kFullOutputFrame);
   if (w.size() < kFullOutputFrame) return;
-  // recvmsg with room for descriptors: a process in the unit that holds the
-  // stream's other end may send some; they are closed off the loop and the
-  // bytes they came with are output like any other.
-  RecvFdResult r = RecvWithFd(pty_.get(), w.data() + kHeader, limits::kMaxOutputPayload,
-                              MSG_DONTWAIT, &AsyncCloseDiscard);
-  AsyncClose(std::move(r.fd));
-  ssize_t n = r.bytes;
-  if (n < 0) {
-    if (n == -EAGAIN || n == -EINTR) return;
-    n = 0;  // ECONNRESET and friends: the unit's side is gone, same as EOF
-  }
-  if (n == 0) {
-    pty_eof_ = true;
-    Update();
-    CheckOutputComplete();
-    return;
-  }
+  size_t n = RecvPty(w.subspan(kHeader, limits::kMaxOutputPayload));
+  if (n == 0) return;
   EncodeHeader(FrameType::kOutput, static_cast<uint32_t>(n), w.data());
   out_.commit(kHeader + static_cast<size_t>(n));
   WriteConn();  // latency: try now, the socket is usually writable
+}
+
+// One read of the PTY stream into `into`: the bytes read, or 0 when there
+// was nothing (EAGAIN) or the stream ended (then EOF is handled here).
+// recvmsg with room for descriptors: a process in the unit that holds the
+// stream's other end may send some; they are closed off the loop and the
+// bytes they came with are output like any other.
+size_t Pump::RecvPty(std::span<uint8_t> into) noexcept {
+  RecvFdResult r = RecvWithFd(pty_.get(), into.data(), into.size(), MSG_DONTWAIT, &AsyncCloseDiscard);
+  AsyncClose(std::move(r.fd));
+  if (r.bytes > 0) return static_cast<size_t>(r.bytes);
+  if (r.bytes == -EAGAIN || r.bytes == -EINTR) return 0;
+  // 0, or ECONNRESET and friends: the unit's side is gone, same as EOF.
+  pty_eof_ = true;
+  Update();
+  CheckOutputComplete();
+  return 0;
 }
 
 void Pump::ReadPtyIntoRing() noexcept {
@@ -587,20 +598,9 @@ void Pump::ReadPtyIntoRing() noexcept {
   if (!detached_) room = std::min<uint64_t>(room, ring_->capacity() - (ring_->next() - sent_));
   std::span<uint8_t> w = ring_->Writable(room);
   if (w.empty()) return;
-  RecvFdResult r = RecvWithFd(pty_.get(), w.data(), w.size(), MSG_DONTWAIT, &AsyncCloseDiscard);
-  AsyncClose(std::move(r.fd));
-  ssize_t n = r.bytes;
-  if (n < 0) {
-    if (n == -EAGAIN || n == -EINTR) return;
-    n = 0;
-  }
-  if (n == 0) {
-    pty_eof_ = true;
-    Update();
-    CheckOutputComplete();
-    return;
-  }
-  ring_->Commit(static_cast<size_t>(n));
+  size_t n = RecvPty(w);
+  if (n == 0) return;
+  ring_->Commit(n);
   if (detached_) return;
   FrameFromRing();
   WriteConn();
@@ -613,12 +613,7 @@ void Pump::FrameFromRing() noexcept {
   while (sent_ < ring_->next() && out_.free() > kHeader) {
     std::span<const uint8_t> src =
         ring_->Readable(sent_, std::min(limits::kMaxOutputPayload, out_.free() - kHeader));
-    if (src.empty()) return;
-    std::span<uint8_t> dst = out_.writable(kHeader + src.size());
-    if (dst.size() < kHeader + src.size()) return;
-    EncodeHeader(FrameType::kOutput, static_cast<uint32_t>(src.size()), dst.data());
-    std::memcpy(dst.data() + kHeader, src.data(), src.size());
-    out_.commit(kHeader + src.size());
+    if (src.empty() || !PutFrame(out_, FrameType::kOutput, src)) return;
     sent_ += src.size();
   }
 }
@@ -663,11 +658,7 @@ absl::Status Pump::AttachConnection(UniqueFd conn, uint64_t from) noexcept {
 
 bool Pump::QueueListEntry(std::string_view json) noexcept {
   if (json.size() < 2 || json.size() > limits::kMaxEnvelopeBytes || !conn_) return false;
-  std::span<uint8_t> dst = out_.writable(kHeader + json.size());
-  if (dst.size() < kHeader + json.size()) return false;
-  EncodeHeader(FrameType::kEvent, static_cast<uint32_t>(json.size()), dst.data());
-  std::memcpy(dst.data() + kHeader, json.data(), json.size());
-  out_.commit(kHeader + json.size());
+  if (!PutFrame(out_, FrameType::kEvent, Bytes(json))) return false;
   Update();
   return true;
 }

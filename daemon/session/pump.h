@@ -150,6 +150,7 @@ class Pump {
   void ProcessFrames() noexcept;
   void WriteConn() noexcept;
   void ReadPty() noexcept;
+  size_t RecvPty(std::span<uint8_t> into) noexcept;
   void ReadPtyIntoRing() noexcept;
   void FrameFromRing() noexcept;
   bool PtyReadable() const noexcept;
@@ -194,7 +195,6 @@ class Pump {
   size_t current_left_ = 0;
 
   bool got_first_segment_ = false;  // AWAIT_START: the descriptor's segment
-  bool first_segment_had_fd_ = false;
   UniqueFd start_fd_;
   bool paused_ = false;
   bool blocked_ = false;      // a decoded frame waits for queue room
