@@ -210,16 +210,22 @@ void Session::OnAuthenticated(AuthResult result) noexcept {
   // process it passed the descriptor to, after an application restart).
   if (!peer_pidfd_ || !PidfdAlive(peer_pidfd_.get()))
     return Fail(ErrorCode::kUnauthenticated, "the authenticated peer exited before its session began");
-  sd_event_source* watch = nullptr;
-  int r = sd_event_add_io(ctx_.event, &watch, peer_pidfd_.get(), EPOLLIN, &Session::OnPeerExit, this);
-  if (r < 0) return Fail(ErrorCode::kInternal, absl::StrCat("sd_event_add_io(peer pidfd): ", strerror(-r)));
-  peer_watch_.reset(watch);
+  if (absl::Status st = WatchPeer(); !st.ok()) return Fail(ErrorCode::kInternal, SV(st.message()));
   Log(LOG_INFO, Fields(),
       peer_.pidfd_witness
           ? "connection authenticated (MainPID, live pidfd, GetUnitByPIDFD)"
           : "connection authenticated (MainPID, live pidfd; this systemd has no GetUnitByPIDFD)");
   SetState(State::kAwaitStart);
   pump_->SetMode(Pump::Mode::kAwaitStart);
+}
+
+// The exit of the peer in peer_pidfd_ wakes OnPeerExit.
+absl::Status Session::WatchPeer() noexcept {
+  sd_event_source* watch = nullptr;
+  int r = sd_event_add_io(ctx_.event, &watch, peer_pidfd_.get(), EPOLLIN, &Session::OnPeerExit, this);
+  if (r < 0) return SdError(r, "sd_event_add_io(peer pidfd)");
+  peer_watch_.reset(watch);
+  return absl::OkStatus();
 }
 
 int Session::OnPeerExit(sd_event_source* /*s*/, int /*fd*/, uint32_t /*revents*/, void* userdata) noexcept {
@@ -666,18 +672,17 @@ ErrorCode Session::Attach(Session& from, uint64_t cursor) noexcept {
   if (!detachable() || state_ != State::kRunning || terminal_queued_ || client_gone_ || finished_)
     return ErrorCode::kNoSuchSession;
   if (!detached_) return ErrorCode::kSessionAttached;
-  const OutputRing* ring = pump_->ring();
-  if (ring == nullptr) return ErrorCode::kNoSuchSession;
+  const OutputRing* ring = pump_->ring();  // a detachable session has one from RUNNING on
   if (cursor > ring->next()) return ErrorCode::kBadCursor;
-  // The same watch as OnAuthenticated, for the new peer (one source per
+  // The new peer, watched as OnAuthenticated does (one source per
   // descriptor: `from`'s goes first).
   from.peer_watch_.reset();
-  sd_event_source* watch = nullptr;
-  if (sd_event_add_io(ctx_.event, &watch, from.peer_pidfd_.get(), EPOLLIN, &Session::OnPeerExit, this) < 0)
-    return ErrorCode::kInternal;
-  peer_watch_.reset(watch);
   peer_pidfd_ = std::move(from.peer_pidfd_);
   peer_ = from.peer_;
+  if (absl::Status st = WatchPeer(); !st.ok()) {
+    Log(LOG_ERR, Fields(), absl::StrCat("attach failed: ", st.message()));
+    return ErrorCode::kInternal;
+  }
   uint64_t first = ring->first(), next = ring->next(), start = std::max(cursor, first);
   if (absl::Status st = pump_->AttachConnection(from.pump_->ReleaseConnection(), start); !st.ok()) {
     peer_watch_.reset();
@@ -706,7 +711,7 @@ ErrorCode Session::Attach(Session& from, uint64_t cursor) noexcept {
 }
 
 std::string Session::ListEntry() const {
-  const OutputRing* ring = pump_ ? pump_->ring() : nullptr;
+  const OutputRing* ring = pump_->ring();  // listable: detachable and RUNNING
   EnvelopeWriter w("session");
   w.Str("session", id_)
       .Str("unit", unit_)
@@ -714,8 +719,8 @@ std::string Session::ListEntry() const {
       .Int("started", started_usec_)
       .Int("grace", detach_.grace_sec)
       .Int("scrollback", detach_.scrollback)
-      .Int("first", ring ? int64_t(ring->first()) : 0)
-      .Int("next", ring ? int64_t(ring->next()) : 0)
+      .Int("first", int64_t(ring->first()))
+      .Int("next", int64_t(ring->next()))
       .Bool("exited", final_report_.has_value());
   if (final_report_ && final_report_->code) w.Int("code", *final_report_->code); else w.Null("code");
   if (final_report_ && !final_report_->signal.empty()) w.Str("signal", final_report_->signal); else w.Null("signal");

@@ -88,7 +88,8 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   bool detached() const noexcept { return detached_; }
   // Listed by LIST: detachable and RUNNING (attached or detached).
   bool listable() const noexcept { return detachable() && state_ == State::kRunning && !terminal_queued_; }
-  // LIST's `session` envelope for this session (at most kMaxListEntryBytes).
+  // LIST's `session` envelope for this session (at most kMaxListEntryBytes);
+  // only for a listable() one.
   std::string ListEntry() const;
   // ATTACH by `from` (a session that just read the frame): takes its
   // connection and its peer, or says why not (no_such_session,
@@ -154,6 +155,7 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   void SetState(State s) noexcept;
   void Arm(Deadline kind, uint64_t usec) noexcept;
   static int OnDeadline(sd_event_source* s, uint64_t usec, void* userdata) noexcept;
+  absl::Status WatchPeer() noexcept;
   static int OnPeerExit(sd_event_source* s, int fd, uint32_t revents, void* userdata) noexcept;
   void Notice(std::string_view code, std::string_view signal = {}) noexcept;
   LogFields Fields(ErrorCode code = ErrorCode::kOk) const noexcept;
