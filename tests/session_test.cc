@@ -1883,7 +1883,10 @@ TEST_F(SessionTest, ADetachableSessionDetachesWhenItsClientClosesAndEndsAfterIts
   ASSERT_EQ(write(unit, "while away", 10), 10);
   ASSERT_TRUE(Wait([&] { return session->pump()->ring()->next() == 10; }));
   EXPECT_EQ(obs.finished, 0);
-  CompleteReap();  // the grace (1 s) ended: StopUnit, then proven gone
+  // The grace (1 s) ends: StopUnit (a hang guard well past the grace), then
+  // proven gone.
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }, 1000 + 30000));
+  CompleteReap();
   ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
   EXPECT_FALSE(session->detached());
 }
