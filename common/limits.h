@@ -219,6 +219,19 @@ inline constexpr uint64_t kSignalWriteDeadlineUsec = 2ULL * 1000 * 1000;
 inline constexpr size_t kUnitReports = 2;
 // Tasks a PTY unit may have (TasksMax=): an interactive shell with a build.
 inline constexpr uint64_t kUnitTasksMax = 512;
+// A PTY unit's CPUWeight= while it starts, and once its command runs. Every
+// session is a cgroup of opencode-pty.slice, weighed against its siblings: at
+// the same weight as 50 streaming sessions, a starting one (systemd's
+// executor, the launcher, script and the shells before the command) got 1/51
+// of the slice's CPU and took 20 s in the VM, past kUnitStartDeadlineUsec
+// (bench/results/20261207T085538Z.md). So a unit starts at the highest weight
+// systemd takes and is set to the default one (what every other unit has)
+// when the launcher reports its command's exec. The slice's own weight
+// against system.slice, where the supervisor and the application run, is
+// untouched by either. Where the cpu controller is not systemd's (a cgroup v1
+// container) both are accepted and have no effect.
+inline constexpr uint64_t kUnitStartCpuWeight = 10000;
+inline constexpr uint64_t kUnitCpuWeight = 100;
 // Concurrent identity lookups over D-Bus are the pending handshakes above.
 
 // ---- supervisor timing and fairness (added by the daemon work) ----

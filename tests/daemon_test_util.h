@@ -155,6 +155,7 @@ class FakeSystemd final : public SystemdApi {
     std::string method;
     std::string unit;
     int signo = 0;
+    uint64_t weight = 0;  // SetCpuWeight
     int stream_fd = -1;  // StartUnit: a duplicate the test may use as the unit's end
     std::shared_ptr<UnitRequest> request;
     Done done;
@@ -212,6 +213,13 @@ class FakeSystemd final : public SystemdApi {
   absl::StatusOr<Pending> ResetFailedUnit(const std::string& unit, Done done) override {
     if (auto f = sync_failures_.find("ResetFailedUnit"); f != sync_failures_.end()) return f->second;
     auto c = Record("ResetFailedUnit", unit);
+    c->done = std::move(done);
+    return Handle(c);
+  }
+  absl::StatusOr<Pending> SetCpuWeight(const std::string& unit, uint64_t weight, Done done) override {
+    if (auto f = sync_failures_.find("SetCpuWeight"); f != sync_failures_.end()) return f->second;
+    auto c = Record("SetCpuWeight", unit);
+    c->weight = weight;
     c->done = std::move(done);
     return Handle(c);
   }

@@ -392,6 +392,34 @@ TEST_F(SessionTest, HappyPathStartedOutputInputExitAfterProof) {
   ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
 }
 
+// A unit starts at kUnitStartCpuWeight (unit_properties_test checks the
+// request) and is set to kUnitCpuWeight, once, when the launcher reports the
+// command's exec; a failure of that call is only logged.
+TEST_F(SessionTest, TheUnitWeighsLikeItsSiblingsOnceItsCommandRuns) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  testing::RunFor(event.get(), 50);
+  EXPECT_EQ(systemd.Count("SetCpuWeight"), 0u) << "not before the command's exec";
+  FromUnit(std::string("E\x00\x00\x10\x01", 5));
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("SetCpuWeight") != nullptr; }));
+  auto call = systemd.Pending_("SetCpuWeight");
+  EXPECT_EQ(call->unit, SessionUnitName(session->id()));
+  EXPECT_EQ(call->weight, limits::kUnitCpuWeight);
+  EXPECT_LT(limits::kUnitCpuWeight, limits::kUnitStartCpuWeight);
+  ASSERT_TRUE(systemd.Answer("SetCpuWeight", absl::InternalError("refused")));
+  // The session runs on: output still flows and the exit comes after the proof.
+  ASSERT_EQ(write(unit, "still\r\n", 7), 7);
+  ASSERT_TRUE(Wait([&] {
+    reader.Drain();
+    return reader.output == "still\r\n";
+  }));
+  FromUnit(std::string("Xx\x03", 3));
+  Envelope exit = FinishUnit(unit, CLD_EXITED, 3, "exit-code");
+  EXPECT_EQ(exit.type, "exit");
+  EXPECT_EQ(Code(exit), "3");
+  EXPECT_EQ(systemd.Count("SetCpuWeight"), 1u);
+}
+
 // A SIGNAL goes to the command's parent in the unit as 'K' (never KillUnit:
 // that signalled script too); the exit is the command's, from the monitor.
 TEST_F(SessionTest, ASignalGoesToTheMonitorAndTheExitIsTheCommands) {

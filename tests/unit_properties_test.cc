@@ -85,7 +85,7 @@ TEST(UnitProperties, StartTransientUnitMessageHasTheFixedSet) {
       {"Description", "s"}, {"CollectMode", "s"}, {"Slice", "s"}, {"Type", "s"},
       {"User", "s"}, {"ExecStart", "a(sasb)"}, {"Environment", "as"}, {"RemainAfterExit", "b"},
       {"KillMode", "s"}, {"SendSIGKILL", "b"}, {"SendSIGHUP", "b"}, {"TimeoutStopUSec", "t"},
-      {"TasksMax", "t"}, {"LimitCORE", "t"}, {"IgnoreSIGPIPE", "b"}, {"NoNewPrivileges", "b"},
+      {"TasksMax", "t"}, {"CPUWeight", "t"}, {"LimitCORE", "t"}, {"IgnoreSIGPIPE", "b"}, {"NoNewPrivileges", "b"},
       {"LockPersonality", "b"}, {"RestrictRealtime", "b"}, {"RestrictSUIDSGID", "b"},
       {"StandardInputFileDescriptor", "h"}, {"StandardOutputFileDescriptor", "h"},
       {"StandardErrorFileDescriptor", "h"}};
@@ -134,6 +134,7 @@ TEST(UnitProperties, SpecValues) {
   EXPECT_EQ(v["Environment"], PropValue(std::vector<std::string>{"COLUMNS=120", "LINES=40"}));
   EXPECT_EQ(v["TimeoutStopUSec"], PropValue(uint64_t{limits::kUnitStopTimeoutUsec}));
   EXPECT_EQ(v["TasksMax"], PropValue(uint64_t{limits::kUnitTasksMax}));
+  EXPECT_EQ(v["CPUWeight"], PropValue(uint64_t{limits::kUnitStartCpuWeight}));
   EXPECT_EQ(v["LimitCORE"], PropValue(uint64_t{0}));
   EXPECT_EQ(v["NoNewPrivileges"], PropValue(true));
   EXPECT_EQ(v["KillMode"], PropValue(std::string("control-group")));

@@ -495,12 +495,27 @@ void Session::OnCommandEnded() noexcept { pump_->EndPtyInput(); }
 
 void Session::OnCommandExecuted(pid_t pid) noexcept {
   command_pid_ = pid;
+  if (state_ == State::kRunning && !terminal_queued_) LowerCpuWeight();
   if (state_ != State::kRunning || terminal_queued_ || detached_) return;
   EnvelopeWriter w("notice");
   w.Str("code", "command_started").Int("pid", pid);
   static LogLimiter limiter;
   if (!pump_->QueueEnvelope(w.Finish()))
     LogLimited(limiter, LOG_WARNING, Fields(), "notice dropped: envelope queue full");
+}
+
+// The unit started at kUnitStartCpuWeight; from its command's exec on it
+// weighs what every other session does (common/limits.h says why). A failure
+// leaves it heavier than its siblings in the slice, nothing more: logged.
+void Session::LowerCpuWeight() noexcept {
+  auto pending = ctx_.systemd->SetCpuWeight(unit_, limits::kUnitCpuWeight, [this](absl::Status st) {
+    weight_call_.reset();
+    if (!st.ok()) Log(LOG_WARNING, Fields(), absl::StrCat("cannot lower the unit's CPUWeight: ", st.message()));
+  });
+  if (!pending.ok())
+    return Log(LOG_WARNING, Fields(),
+               absl::StrCat("cannot lower the unit's CPUWeight: ", pending.status().message()));
+  weight_call_ = std::move(*pending);
 }
 
 void Session::RequestStop() noexcept {

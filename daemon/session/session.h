@@ -138,6 +138,7 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   void SendSignal(uint8_t signo) noexcept;
   void HoldInput(uint8_t reason, bool hold) noexcept;
   void RequestStop() noexcept;
+  void LowerCpuWeight() noexcept;
   void BeginReap() noexcept;
   void OnReaped(absl::Status status) noexcept;
   void MaybeSendExit() noexcept;
@@ -213,6 +214,7 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   bool unit_requested_ = false;  // StartTransientUnit was sent
   std::unique_ptr<UnitMonitor> monitor_;
   Pending control_call_;
+  Pending weight_call_;  // SetCpuWeight at the command's exec
   bool stop_requested_ = false;
   std::unique_ptr<Reaper> reaper_;
   bool reap_done_ = false;

@@ -103,6 +103,11 @@ class BusSystemdApi final : public SystemdApi {
     return Simple("ResetFailedUnit", std::move(done), "s", unit.c_str());
   }
 
+  absl::StatusOr<Pending> SetCpuWeight(const std::string& unit, uint64_t weight, Done done) override {
+    return Simple("SetUnitProperties", std::move(done), "sba(sv)", unit.c_str(), 1, 1u, "CPUWeight",
+                  "t", weight);
+  }
+
   absl::StatusOr<Pending> ListSessionUnits(ListDone done) override {
     ASSIGN_OR_RETURN(MessagePtr m, NewManagerCall(bus(), "ListUnitsByPatterns"));
     int r = sd_bus_message_append(m.get(), "asas", 0, 1, kSessionUnitPattern);

@@ -50,6 +50,10 @@ class SystemdApi {
   // ResetFailedUnit(unit): a failed unit is kept loaded (CollectMode=inactive)
   // until this; NoSuchUnit when it is not loaded.
   virtual absl::StatusOr<Pending> ResetFailedUnit(const std::string& unit, Done done) = 0;
+  // SetUnitProperties(unit, runtime, [CPUWeight=weight]): what systemd writes
+  // to the unit's cgroup, for as long as the unit is loaded.
+  virtual absl::StatusOr<Pending> SetCpuWeight(const std::string& unit, uint64_t weight,
+                                               Done done) = 0;
   // ListUnitsByPatterns([], [kSessionUnitPattern]): names only, filtered to
   // IsSessionUnitName.
   virtual absl::StatusOr<Pending> ListSessionUnits(ListDone done) = 0;

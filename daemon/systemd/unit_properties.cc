@@ -125,6 +125,8 @@ std::vector<PropertySpec> BuildPropertySpecs(const UnitRequest& req) {
       {"SendSIGHUP", true, I::kService},
       {"TimeoutStopUSec", uint64_t{limits::kUnitStopTimeoutUsec}, I::kService},
       {"TasksMax", uint64_t{limits::kUnitTasksMax}, I::kService},
+      // Lowered to kUnitCpuWeight at the command's exec (Session::LowerCpuWeight).
+      {"CPUWeight", uint64_t{limits::kUnitStartCpuWeight}, I::kService},
       {"LimitCORE", uint64_t{0}, I::kService},
       {"LimitCORESoft", uint64_t{0}, I::kService, /*request=*/false},
       {"IgnoreSIGPIPE", false, I::kService},

@@ -146,6 +146,10 @@ Type=exec
 User=1000
 WANT
 check "read-back: every requested property of the live unit as requested" sh -c 'sort "$1" > "$1.s"; sort "$2" > "$2.s"; diff -u "$2.s" "$1.s"' - "$tmp/show.txt" "$tmp/want.txt"
+# CPUWeight= is read back by the supervisor at start (kUnitStartCpuWeight, or
+# the session is refused) and lowered once the launcher reports the exec.
+check "live unit: CPUWeight is the default weight once the command runs" wait_for 20 sh -c '
+  w=$(systemctl show -P CPUWeight "$1"); echo "CPUWeight=$w"; [ "$w" = 100 ]' - "$u"
 path=/org/freedesktop/systemd1/unit/$(echo "$u" | sed -e 's/-/_2d/g' -e 's/\./_2e/g')
 busctl --system get-property org.freedesktop.systemd1 "$path" org.freedesktop.systemd1.Service ExecStart > "$tmp/exec.txt" 2>&1
 cp "$tmp/exec.txt" /results/readback-execstart.txt
