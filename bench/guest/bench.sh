@@ -417,6 +417,25 @@ UNIT
   fi
 fi
 
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["loadavg_end"]=open("/proc/loadavg").read().strip(); json.dump(d, open(sys.argv[1],"w"), indent=1)' /results/env.json
+# How the CPU was shared, read after the sessions ran (systemd turns the cpu
+# controller on only once a unit of the slice asks for it): the cgroup
+# version, the controllers the root hands down (cpu: the slice's CPUWeight=
+# acts), the slice's weight and whether the kernel groups by session.
+python3 - /results/env.json <<'PY'
+import json, os, subprocess, sys
+def read(path):
+    try: return open(path).read().strip()
+    except OSError as e: return "unreadable: %s" % e.strerror
+d = json.load(open(sys.argv[1]))
+d["loadavg_end"] = read("/proc/loadavg")
+d["sched"] = {
+  "cgroup": "v2" if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else "v1",
+  "root_subtree_control": read("/sys/fs/cgroup/cgroup.subtree_control"),
+  "slice_CPUWeight": subprocess.run(["systemctl", "show", "-P", "CPUWeight", "opencode-pty.slice"],
+                                    capture_output=True, text=True).stdout.strip(),
+  "sched_autogroup_enabled": read("/proc/sys/kernel/sched_autogroup_enabled"),
+}
+json.dump(d, open(sys.argv[1], "w"), indent=1)
+PY
 check "bench: records written" test -s "$OUT"
 checks_done

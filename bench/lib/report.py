@@ -687,8 +687,10 @@ def draw(s, path):
                            note="each against its own 0-neighbour figure; log scale",
                            baseline_groups=[g for g, d in zip(groups, sp) if d["variant"] != "stack"], log=True)
             panels.append(p_spawn)
-    fig, axes = chart.figure(len(panels), "opencode-pty bench %s, commit %s, %s" % (
-        s["timestamp"], s["host"].get("commit", "")[:12], s["env"].get("systemd", "")))
+    sched = s["env"].get("sched") or {}
+    fig, axes = chart.figure(len(panels), "opencode-pty bench %s, commit %s, %s%s" % (
+        s["timestamp"], s["host"].get("commit", "")[:12], s["env"].get("systemd", ""),
+        ", cgroup %s" % sched["cgroup"] if sched.get("cgroup") else ""))
     if fig is None:
         return False
     for fn, ax in zip(panels, axes):
