@@ -431,8 +431,13 @@ rbpid=$!
 wait_for "$W" test -e "$T/flags/rb-ready"
 u=$(session_units | head -n1)
 s=${u#opencode-pty-}; s=${s%.service}
+# The command runs: what the supervisor sets at its exec (props.json's
+# after_exec) is compared instead of the requested value, once it is set.
 python3 -c 'import json, sys
-print(json.dumps({"unit": sys.argv[1], "session": sys.argv[2], "uid": 1000, "cols": 101, "rows": 31, "argv": ["sleep", "300"]}))' "$u" "$s" > "$T/ctx.json"
+print(json.dumps({"unit": sys.argv[1], "session": sys.argv[2], "uid": 1000, "cols": 101, "rows": 31, "argv": ["sleep", "300"],
+                  "after_exec": json.load(open(sys.argv[3])).get("after_exec", {})}))' "$u" "$s" "$T/props.json" > "$T/ctx.json"
+aw=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("after_exec", {}).get("CPUWeight", ""))' "$T/props.json")
+wait_for "$W" sh -c '[ "$(systemctl show -P CPUWeight "$1")" = "$2" ]' - "$u" "$aw" || true
 python3 $ACC_LIB/props.py compare "$T/props.json" "$T/ctx.json" > "$T/props-readback.json"; rrc=$?
 cp "$T/props-readback.json" /results/property-readback.json
 acc_run props.readback "every property the supervisor requests (daemon/systemd/unit_properties.cc) reads back over D-Bus exactly as requested" \

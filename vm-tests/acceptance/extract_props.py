@@ -112,7 +112,12 @@ def main():
             props.append({'name': json.loads(f[0]), 'iface': iface, 'request': request, 'value': value(f[1], consts)})
         if len(props) < 10:
             raise ValueError('only %d properties parsed' % len(props))
-        print(json.dumps({'source': 'daemon/systemd/unit_properties.cc BuildPropertySpecs', 'properties': props}))
+        # What the supervisor sets once the launcher reports the command's exec
+        # (Session::LowerCpuWeight: SetUnitProperties, runtime), and so what a
+        # unit whose command runs reports instead of the requested value.
+        after_exec = {'CPUWeight': resolve('kUnitCpuWeight', consts)}
+        print(json.dumps({'source': 'daemon/systemd/unit_properties.cc BuildPropertySpecs', 'properties': props,
+                          'after_exec': after_exec}))
     except (OSError, ValueError, IndexError) as e:
         print(json.dumps({'error': 'extract_props: %s' % e}))
         sys.exit(1)

@@ -57,7 +57,9 @@ def dynamic_expectation(name, ctx):
     if name == 'Id':
         return 's', ctx['unit']
     if name == 'DropInPaths':
-        return 'as', []
+        # A runtime SetUnitProperties is kept as the unit's drop-in, one per property.
+        return 'as', ['/run/systemd/transient/%s.d/50-%s.conf' % (ctx['unit'], n)
+                      for n in sorted(ctx.get('after_exec', {}))]
     if name == 'FragmentPath':
         return 's', '/run/systemd/transient/%s' % ctx['unit']
     if name == 'Environment':
@@ -97,6 +99,8 @@ def main():
         name, iface, val = p['name'], p['iface'], p['value']
         if val['kind'] == 'literal':
             want_type, want = val['type'], val['v']
+            if name in ctx.get('after_exec', {}):
+                want = ctx['after_exec'][name]
         else:
             if literal_only:
                 continue

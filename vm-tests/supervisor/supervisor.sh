@@ -113,13 +113,18 @@ ctl readback '{"argv":["sleep","30"],"steps":[{"expect":"started"},{"touch":"/ru
 ctlpid=$!
 wait_for 20 test -e "$RUN/readback-ready"
 u=$(session_units | head -n1)
+# CPUWeight= is read back by the supervisor at start (kUnitStartCpuWeight, or
+# the session is refused) and lowered once the launcher reports the exec, by a
+# runtime SetUnitProperties: systemd keeps that as the unit's one drop-in.
+check "live unit: CPUWeight is the default weight once the command runs" wait_for 20 sh -c '
+  w=$(systemctl show -P CPUWeight "$1"); echo "CPUWeight=$w"; [ "$w" = 100 ]' - "$u"
 props="Type Slice User Environment NoNewPrivileges KillMode SendSIGKILL SendSIGHUP TimeoutStopUSec CollectMode TasksMax LimitCORE LimitCORESoft IgnoreSIGPIPE RemainAfterExit LockPersonality RestrictRealtime RestrictSUIDSGID Transient LoadState ActiveState SubState DropInPaths FragmentPath StandardInput StandardOutput StandardError"
 systemctl show "$u" $(for p in $props; do printf -- '-p %s ' "$p"; done) > "$tmp/show.txt"
 cp "$tmp/show.txt" /results/readback-show.txt
 cat > "$tmp/want.txt" <<WANT
 ActiveState=active
 CollectMode=inactive
-DropInPaths=
+DropInPaths=/run/systemd/transient/$u.d/50-CPUWeight.conf
 FragmentPath=/run/systemd/transient/$u
 Environment=COLUMNS=80 LINES=24
 IgnoreSIGPIPE=no
@@ -146,10 +151,6 @@ Type=exec
 User=1000
 WANT
 check "read-back: every requested property of the live unit as requested" sh -c 'sort "$1" > "$1.s"; sort "$2" > "$2.s"; diff -u "$2.s" "$1.s"' - "$tmp/show.txt" "$tmp/want.txt"
-# CPUWeight= is read back by the supervisor at start (kUnitStartCpuWeight, or
-# the session is refused) and lowered once the launcher reports the exec.
-check "live unit: CPUWeight is the default weight once the command runs" wait_for 20 sh -c '
-  w=$(systemctl show -P CPUWeight "$1"); echo "CPUWeight=$w"; [ "$w" = 100 ]' - "$u"
 path=/org/freedesktop/systemd1/unit/$(echo "$u" | sed -e 's/-/_2d/g' -e 's/\./_2e/g')
 busctl --system get-property org.freedesktop.systemd1 "$path" org.freedesktop.systemd1.Service ExecStart > "$tmp/exec.txt" 2>&1
 cp "$tmp/exec.txt" /results/readback-execstart.txt
