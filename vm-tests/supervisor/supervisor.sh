@@ -177,6 +177,8 @@ touch "$RUN/readback-done"
 wait $ctlpid
 expect "read-back session: STOP gives notice stopping, then exit" readback '"notice:stopping" in r["events"] and t.get("type") == "exit"'
 check "read-back session: unit proven gone" gone "$u"
+check "read-back session: systemd removed its transient file and the CPUWeight drop-in with it" sh -c '
+  ls -ld "/run/systemd/transient/$1" "/run/systemd/transient/$1.d" 2>&1; ! test -e "/run/systemd/transient/$1" && ! test -e "/run/systemd/transient/$1.d"' - "$u"
 
 # --- a planted drop-in: the read-back gates (issue #21 point 4) -----------------------------------
 # A drop-in for every PTY unit (opencode-pty-.service.d/) adds ExecStartPre= and
