@@ -420,8 +420,19 @@ TEST(PeerCredentials, AReusedPidIsRefusedWhereAPidfdFromThePidWouldPinTheNewProc
   ASSERT_EQ(waitpid(a, &status, 0), a);  // A is reaped: its pid is free
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   // B gets A's pid (other processes on the host may take it first: retry).
+  // Every B is killed and reaped on every way out of the test, a failed
+  // assertion included, and dies with the test process: a B left pausing
+  // holds ctest's output pipe, and ctest then waits for it for ever (a run
+  // under a burst of forks elsewhere failed the assertion below and hung).
   pid_t b = -1;
-  for (int attempt = 0; attempt < 50 && b != a; ++attempt) {
+  struct Reap {
+    pid_t& pid;
+    ~Reap() {
+      if (pid > 0) kill(pid, SIGKILL), waitpid(pid, nullptr, 0);
+    }
+  } reap_b{b};
+  const pid_t test_pid = getpid();
+  for (int attempt = 0; attempt < 1000 && b != a; ++attempt) {
     if (b > 0) {
       kill(b, SIGKILL);
       waitpid(b, nullptr, 0);
@@ -432,6 +443,8 @@ TEST(PeerCredentials, AReusedPidIsRefusedWhereAPidfdFromThePidWouldPinTheNewProc
     ASSERT_EQ(write(last.get(), v.data(), v.size()), static_cast<ssize_t>(v.size()));
     b = fork();
     if (b == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != test_pid) _exit(0);
       pause();
       _exit(0);
     }
@@ -452,8 +465,6 @@ TEST(PeerCredentials, AReusedPidIsRefusedWhereAPidfdFromThePidWouldPinTheNewProc
     EXPECT_FALSE(absl::IsUnimplemented(creds.status())) << creds.status();
   }
   std::printf("SO_PEERPIDFD after the reuse: %s\n", creds.ok() ? "a pidfd that reports the exit" : std::string(creds.status().message()).c_str());
-  kill(b, SIGKILL);
-  waitpid(b, nullptr, 0);
 }
 
 }  // namespace
