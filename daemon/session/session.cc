@@ -507,17 +507,17 @@ void Session::OnCommandExecuted(pid_t pid) noexcept {
 // The unit started at kUnitStartCpuWeight; from its command's exec on it
 // weighs what every other session does (common/limits.h says why). A failure
 // leaves it heavier than its siblings in the slice, nothing more: logged.
-// NotFound: a short command's unit ended and was collected before systemd
+// NoSuchUnit: a short command's unit ended and was collected before systemd
 // read the call; there is nothing left to weigh.
 void Session::LowerCpuWeight() noexcept {
-  auto pending = ctx_.systemd->SetCpuWeight(unit_, limits::kUnitCpuWeight, [this](absl::Status st) {
+  auto warn = [this](const absl::Status& st) {
+    Log(LOG_WARNING, Fields(), absl::StrCat("cannot lower the unit's CPUWeight: ", st.message()));
+  };
+  auto pending = ctx_.systemd->SetCpuWeight(unit_, limits::kUnitCpuWeight, [this, warn](absl::Status st) {
     weight_call_.reset();
-    if (!st.ok() && !absl::IsNotFound(st))
-      Log(LOG_WARNING, Fields(), absl::StrCat("cannot lower the unit's CPUWeight: ", st.message()));
+    if (!st.ok() && !IsBusError(st, "org.freedesktop.systemd1.NoSuchUnit")) warn(st);
   });
-  if (!pending.ok())
-    return Log(LOG_WARNING, Fields(),
-               absl::StrCat("cannot lower the unit's CPUWeight: ", pending.status().message()));
+  if (!pending.ok()) return warn(pending.status());
   weight_call_ = std::move(*pending);
 }
 

@@ -104,14 +104,9 @@ class BusSystemdApi final : public SystemdApi {
   }
 
   absl::StatusOr<Pending> SetCpuWeight(const std::string& unit, uint64_t weight, Done done) override {
-    ASSIGN_OR_RETURN(MessagePtr m, NewManagerCall(bus(), "SetUnitProperties"));
-    int r = sd_bus_message_append(m.get(), "sba(sv)", unit.c_str(), 1, 1u, "CPUWeight", "t", weight);
-    if (r < 0) return SdError(r, "append SetUnitProperties");
-    return CallAsync(bus(), m.get(), [done = std::move(done)](sd_bus_message* reply) {
-      if (ReplyIsError(reply, "org.freedesktop.systemd1.NoSuchUnit"))
-        return done(absl::NotFoundError("the unit is no longer loaded"));
-      done(ReplyStatus(reply));
-    });
+    // runtime = true: systemd keeps it as a drop-in under /run, gone with the unit.
+    return Simple("SetUnitProperties", std::move(done), "sba(sv)", unit.c_str(), 1, 1u, "CPUWeight",
+                  "t", weight);
   }
 
   absl::StatusOr<Pending> ListSessionUnits(ListDone done) override {

@@ -51,8 +51,8 @@ class SystemdApi {
   // until this; NoSuchUnit when it is not loaded.
   virtual absl::StatusOr<Pending> ResetFailedUnit(const std::string& unit, Done done) = 0;
   // SetUnitProperties(unit, runtime, [CPUWeight=weight]): what systemd writes
-  // to the unit's cgroup, for as long as the unit is loaded. NotFound when
-  // systemd no longer has the unit (org.freedesktop.systemd1.NoSuchUnit).
+  // to the unit's cgroup, for as long as the unit is loaded; NoSuchUnit when
+  // systemd no longer has the unit.
   virtual absl::StatusOr<Pending> SetCpuWeight(const std::string& unit, uint64_t weight,
                                                Done done) = 0;
   // ListUnitsByPatterns([], [kSessionUnitPattern]): names only, filtered to
