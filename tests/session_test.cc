@@ -420,6 +420,33 @@ TEST_F(SessionTest, TheUnitWeighsLikeItsSiblingsOnceItsCommandRuns) {
   EXPECT_EQ(systemd.Count("SetCpuWeight"), 1u);
 }
 
+// A hint while the unit's query is out asks once more after its answer, but
+// only if the session still watches: the answer that says the unit finished
+// ends the watch, and nothing is left on the wire for systemd to answer in
+// vain ahead of the reaper's calls (the session's end waits on those).
+TEST_F(SessionTest, AHintDuringTheLastQueryAsksNothingOnceTheUnitFinished) {
+  reader.fd = client.get();
+  int unit = ToRunning();
+  const std::string name = SessionUnitName(session->id());
+  FromUnit(std::string("Xx\x00", 3));
+  close(unit);
+  for (auto& c : systemd.calls()) c->stream_fd = -1;
+  ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
+  // Still running: the hint that came meanwhile is asked about after it.
+  JobRemoved(name);
+  const size_t asked = systemd.Count("QueryUnit");
+  ASSERT_TRUE(systemd.AnswerSnapshot(GoodSnapshot(request)));
+  EXPECT_EQ(systemd.Count("QueryUnit"), asked + 1) << "the coalesced re-query, after the answer";
+  // Finished: the hint that came meanwhile asks nothing more.
+  JobRemoved(name);
+  ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), CLD_EXITED, 0, "success")));
+  EXPECT_EQ(systemd.Count("QueryUnit"), asked + 1);
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  EXPECT_EQ(Terminal().type, "exit");
+  EXPECT_EQ(systemd.Count("QueryUnit"), asked + 1);
+}
+
 // A SIGNAL goes to the command's parent in the unit as 'K' (never KillUnit:
 // that signalled script too); the exit is the command's, from the monitor.
 TEST_F(SessionTest, ASignalGoesToTheMonitorAndTheExitIsTheCommands) {

@@ -36,24 +36,33 @@ void UnitMonitor::QueryNow() noexcept {
   }
 }
 
+UnitMonitor::~UnitMonitor() {
+  if (destroyed_ != nullptr) *destroyed_ = true;
+}
+
 absl::Status UnitMonitor::Send() noexcept {
   ++queries_;
   auto pending = api_->QueryUnit(unit_, [this](absl::StatusOr<UnitSnapshot> snapshot) {
     query_.reset();
-    // Start the coalesced re-query before delivering: the owner may destroy
-    // this monitor from its callback, which then cancels the new query too.
-    // A re-query that cannot even be sent (systemd's connection is closing)
-    // is not reported from here: the owner would hear of it inside this
-    // callback, before the answer it waited for, and may destroy this
-    // monitor there (issue #17's soak: a SIGSEGV in a daemon-reexec). It
-    // stays pending instead: the next hint or tick asks again, and a
-    // reconnection re-queries every watched unit.
-    if (requery_) {
+    // The owner hears the answer before the coalesced re-query goes out: an
+    // answer that ends its interest (the unit finished: the owner destroys
+    // this monitor) then leaves nothing on the wire for systemd to answer in
+    // vain ahead of the reaper's calls. A re-query that cannot even be sent
+    // (systemd's connection is closing) is not reported from here: the owner
+    // would hear of it inside its own callback and may destroy this monitor
+    // there (issue #17's soak: a SIGSEGV in a daemon-reexec). It stays
+    // pending instead: the next hint or tick asks again, and a reconnection
+    // re-queries every watched unit.
+    bool destroyed = false;
+    destroyed_ = &destroyed;
+    OnSnapshot cb = on_snapshot_;
+    cb(std::move(snapshot));
+    if (destroyed) return;
+    destroyed_ = nullptr;
+    if (requery_ && !query_) {
       requery_ = false;
       if (!Send().ok()) requery_ = true;
     }
-    OnSnapshot cb = on_snapshot_;
-    cb(std::move(snapshot));
   });
   if (!pending.ok()) return pending.status();
   query_ = std::move(*pending);

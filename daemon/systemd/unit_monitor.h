@@ -24,6 +24,9 @@ class UnitMonitor final : public UnitWatcher {
  public:
   using OnSnapshot = std::function<void(absl::StatusOr<UnitSnapshot>)>;
   UnitMonitor(SystemdApi* api, UnitTracker* tracker, std::string unit, OnSnapshot on_snapshot);
+  ~UnitMonitor();
+  UnitMonitor(const UnitMonitor&) = delete;
+  UnitMonitor& operator=(const UnitMonitor&) = delete;
 
   absl::Status Start();
   void SetPolling(bool polling);
@@ -45,6 +48,8 @@ class UnitMonitor final : public UnitWatcher {
   Pending query_;
   bool requery_ = false;
   size_t queries_ = 0;
+  // While the owner's callback runs: where to say that it destroyed us.
+  bool* destroyed_ = nullptr;
 };
 
 }  // namespace opencode::daemon
