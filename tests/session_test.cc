@@ -181,7 +181,7 @@ struct SessionTest : ::testing::Test {
     for (auto& c : systemd.calls()) c->stream_fd = -1;
     ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
     ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), code, status, result)));
-    CompleteReap();
+    ProveGone();
   }
   bool Wait(const std::function<bool()>& f, int ms = 5000) { return testing::RunUntil(event.get(), f, ms); }
   // The one terminal envelope, parsed.
@@ -212,6 +212,13 @@ struct SessionTest : ::testing::Test {
     if (auto* s = std::get_if<std::string>(&it->second)) return *s;
     if (auto* i = std::get_if<int64_t>(&it->second)) return std::to_string(*i);
     return "null";
+  }
+  // The reaper of a unit systemd reported finished or collected: no
+  // StopUnit (nothing is left to stop), reset-failed, proven gone.
+  void ProveGone() {
+    ASSERT_TRUE(Wait([&] { return systemd.Pending_("ResetFailedUnit") != nullptr; }));
+    EXPECT_EQ(systemd.Pending_("StopUnit"), nullptr) << "a finished unit is not stopped again";
+    ASSERT_TRUE(systemd.AnswerGone(true));
   }
   // Reaper sequence: stop, reset-failed, proven gone.
   void CompleteReap() {
@@ -381,7 +388,7 @@ TEST_F(SessionTest, HappyPathStartedOutputInputExitAfterProof) {
   // No exit envelope before the unit is proven gone.
   reader.Drain();
   EXPECT_EQ(reader.events.size(), 1u);
-  CompleteReap();
+  ProveGone();
   ASSERT_TRUE(ReadUntilEof());
   Envelope exit = Terminal();
   EXPECT_EQ(exit.type, "exit");
@@ -441,7 +448,7 @@ TEST_F(SessionTest, AHintDuringTheLastQueryAsksNothingOnceTheUnitFinished) {
   JobRemoved(name);
   ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), CLD_EXITED, 0, "success")));
   EXPECT_EQ(systemd.Count("QueryUnit"), asked + 1);
-  CompleteReap();
+  ProveGone();
   ASSERT_TRUE(ReadUntilEof());
   EXPECT_EQ(Terminal().type, "exit");
   EXPECT_EQ(systemd.Count("QueryUnit"), asked + 1);
@@ -710,7 +717,7 @@ TEST_F(SessionTest, ACollectedUnitEndsWithTheCommandsReport) {
   for (auto& c : systemd.calls()) c->stream_fd = -1;
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
   ASSERT_TRUE(systemd.AnswerSnapshot(Collected()));
-  CompleteReap();
+  ProveGone();
   ASSERT_TRUE(ReadUntilEof());
   Envelope e = Terminal();
   EXPECT_EQ(e.type, "exit");
@@ -725,7 +732,7 @@ TEST_F(SessionTest, ACollectedUnitWithoutAReportEndedCleanly) {
   for (auto& c : systemd.calls()) c->stream_fd = -1;
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
   ASSERT_TRUE(systemd.AnswerSnapshot(Collected()));
-  CompleteReap();
+  ProveGone();
   ASSERT_TRUE(ReadUntilEof());
   Envelope e = Terminal();
   EXPECT_EQ(e.type, "exit");
@@ -744,7 +751,7 @@ TEST_F(SessionTest, ACollectedUnitAfterAStopWithoutAReportIsTerm) {
   for (auto& c : systemd.calls()) c->stream_fd = -1;
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
   ASSERT_TRUE(systemd.AnswerSnapshot(Collected()));
-  CompleteReap();
+  ProveGone();
   ASSERT_TRUE(ReadUntilEof());
   Envelope e = Terminal();
   EXPECT_EQ(e.type, "exit");
@@ -806,7 +813,7 @@ TEST_F(SessionTest, ALauncherThatEndedBeforeItsGoIsLaunchFailed) {
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
   EXPECT_EQ(session->state(), Session::State::kRunning);
   ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), CLD_EXITED, 101, "exit-code")));
-  CompleteReap();
+  ProveGone();
   ASSERT_TRUE(ReadUntilEof());
   Envelope e = Terminal();
   EXPECT_EQ(e.type, "error");
@@ -907,7 +914,7 @@ TEST_F(SessionTest, FinishedUnitWhoseStreamNeverEndsGetsOutputIncompleteThenExit
   systemd.Answer("StopUnit", absl::OkStatus());
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
   ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), CLD_KILLED, SIGTERM, "success")));
-  CompleteReap();
+  ProveGone();
   ASSERT_TRUE(Wait([&] { return !reader.Drain(); },
                    static_cast<int>(limits::kStreamEofDeadlineUsec / 1000) + 30000));
   ASSERT_GE(reader.events.size(), 3u);

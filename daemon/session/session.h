@@ -139,7 +139,8 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   void HoldInput(uint8_t reason, bool hold) noexcept;
   void RequestStop() noexcept;
   void LowerCpuWeight() noexcept;
-  void BeginReap() noexcept;
+  enum class Reap { kStopFirst, kProveOnly };
+  void BeginReap(Reap how = Reap::kStopFirst) noexcept;
   void OnReaped(absl::Status status) noexcept;
   void MaybeSendExit() noexcept;
   std::string FinalEnvelope() noexcept;
