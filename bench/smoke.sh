@@ -68,6 +68,37 @@ else
   ko "timeline.py: a real trace decodes to the start's calls, replies and frames in order"
 fi
 
+# bench/tests/fixture/strace-split-call.txt.gz: one `true` session of run
+# 20261207T130816Z (bookworm), where strace -f split the loop's recvmsg on the
+# systemd connection in two ("<unfinished ...>", "<... recvmsg resumed>")
+# because the closer thread made a call meanwhile. The decoder joins the two
+# and keeps the D-Bus stream to the end: the finished unit is only proven gone
+# (ResetFailedUnit, GetUnit), never stopped again, before the exit.
+if zcat "$here/tests/fixture/strace-split-call.txt.gz" > "$tmp/split.txt" &&
+   grep -q '<unfinished \.\.\.>$' "$tmp/split.txt" && grep -q '<\.\.\. recvmsg resumed>' "$tmp/split.txt" &&
+   python3 "$here/guest/timeline.py" "$tmp/split.txt" > "$tmp/split.json" &&
+   python3 - "$tmp/split.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["sessions"]) == 1, d.get("sessions")
+ev = [e["what"] + (" " + e["envelope"] if e.get("envelope") else "") for e in d["sessions"][0]["events"]]
+order = ["D-Bus -> call StartTransientUnit", "D-Bus <- signal JobRemoved", "PTY stream out b'G'",
+         "unit channel in packet b'X'", "D-Bus -> call ResetFailedUnit", "D-Bus -> call GetUnit",
+         "D-Bus <- error of GetUnit", "connection out EVENT exit"]
+i = 0
+for want in order:
+    while i < len(ev) and not ev[i].startswith(want):
+        i += 1
+    assert i < len(ev), "not found in order: %s" % want
+    i += 1
+assert not any(e.startswith("D-Bus -> call StopUnit") for e in ev), "a finished unit was stopped"
+PY
+then
+  ok "timeline.py: a call strace split in two is joined and the D-Bus stream decodes to the end"
+else
+  ko "timeline.py: a call strace split in two is joined and the D-Bus stream decodes to the end"
+fi
+
 is_png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; }
 # has_rows NAME TABLE PHASES: the table has a row for each phase measured.
 has_rows() {

@@ -52,39 +52,67 @@ def dbus_messages(data):
         if len(data) - off < total:
             break
         msg = {"type": MSG_TYPES[mtype], "serial": serial}
-        p, stop = 16, 16 + fields_len
-        m = data[off:off + total]
-        while p < stop:
-            p = align(p, 8)
-            code, siglen = m[p], m[p + 1]
-            sig = m[p + 2:p + 2 + siglen].decode()
-            p += 3 + siglen
-            if sig in ("s", "o"):
-                p = align(p, 4)
-                (n,) = struct.unpack(end + "I", m[p:p + 4])
-                val = m[p + 4:p + 4 + n].decode(errors="replace")
-                p += 5 + n
-            elif sig == "g":
-                n = m[p]
-                val = m[p + 1:p + 1 + n].decode()
-                p += 2 + n
-            elif sig == "u":
-                p = align(p, 4)
-                (val,) = struct.unpack(end + "I", m[p:p + 4])
-                p += 4
-            else:
-                break
-            key = {1: "path", 2: "interface", 3: "member", 4: "error", 5: "reply_serial",
-                   6: "destination", 7: "sender", 8: "signature", 9: "unix_fds"}.get(code)
-            if key:
-                msg[key] = val
+        try:
+            header_fields(data[off:off + total], 16, 16 + fields_len, end, msg)
+        except (UnicodeDecodeError, struct.error, IndexError):
+            return out, None  # bytes that only began like a D-Bus header
         out.append(msg)
         off += total
     return out, off
 
 
+def header_fields(m, p, stop, end, msg):
+    """The header fields of one message (m[p:stop]) into msg."""
+    while p < stop:
+        p = align(p, 8)
+        code, siglen = m[p], m[p + 1]
+        sig = m[p + 2:p + 2 + siglen].decode()
+        p += 3 + siglen
+        if sig in ("s", "o"):
+            p = align(p, 4)
+            (n,) = struct.unpack(end + "I", m[p:p + 4])
+            val = m[p + 4:p + 4 + n].decode(errors="replace")
+            p += 5 + n
+        elif sig == "g":
+            n = m[p]
+            val = m[p + 1:p + 1 + n].decode()
+            p += 2 + n
+        elif sig == "u":
+            p = align(p, 4)
+            (val,) = struct.unpack(end + "I", m[p:p + 4])
+            p += 4
+        else:
+            break
+        key = {1: "path", 2: "interface", 3: "member", 4: "error", 5: "reply_serial",
+               6: "destination", 7: "sender", 8: "signature", 9: "unix_fds"}.get(code)
+        if key:
+            msg[key] = val
+
+
+UNFINISHED = re.compile(r"^(\d+)\s+(.*?)\s*<unfinished \.\.\.>$")
+RESUMED = re.compile(r"^(\d+)\s+\d+\.\d+\s+<\.\.\. \w+ resumed>(.*)$")
+
+
+def joined(lines):
+    """strace -f splits a call that another thread interrupts into
+    "PID T NAME(ARGS <unfinished ...>" and "PID T2 <... NAME resumed>REST";
+    each such pair is given back as one line, at the time the call began
+    (the supervisor's closer thread does this to the loop's recvmsg)."""
+    started = {}
+    for raw in lines:
+        m = UNFINISHED.match(raw)
+        if m:
+            started[m.group(1)] = m.group(0)[:m.start(2)] + m.group(2)
+            continue
+        m = RESUMED.match(raw)
+        if m and m.group(1) in started:
+            yield started.pop(m.group(1)) + m.group(2)
+            continue
+        yield raw
+
+
 def main():
-    lines = open(sys.argv[1], errors="replace").read().splitlines()
+    lines = list(joined(open(sys.argv[1], errors="replace").read().splitlines()))
     pending = {}        # (fd, dir) -> bytes not yet a whole message
     not_dbus = set()    # fds whose bytes are not D-Bus
     calls = {}          # serial of a call sent -> member
