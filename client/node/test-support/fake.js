@@ -7,7 +7,8 @@
 // The fake helper is Python (which, unlike Node, leaves inherited descriptors
 // as they are): it records the descriptors it inherited and takes its behaviour from
 // the PTY command (argv[0]) of the START frame it builds: "helper-exit-N" exits
-// N without sending, "helper-sleep-MS" sleeps before sending. It takes --env and
+// N without sending, "helper-sleep-MS" sleeps before sending, "helper-hold" waits
+// until the test releases it (sup.releaseHelper()). It takes --env and
 // --detach G --scrollback S as the module passes them and builds the START
 // payload of docs/PROTOCOL.md sections 3 and 10.1. The fake supervisor also
 // answers LIST and ATTACH connections (conn.list, conn.attach) as the test says.
@@ -66,6 +67,12 @@ if m:
 m = re.match(r'^helper-sleep-(\d+)$', cmd[0])
 if m:
     time.sleep(int(m.group(1)) / 1000)
+if cmd[0] == 'helper-hold':
+    # Held until the test calls sup.releaseHelper() (or the hang guard ends
+    # it): what the test checks during the handshake does not race a timer.
+    end = time.monotonic() + HANG_GUARD_S
+    while not os.path.exists(sys.argv[0] + '.go') and time.monotonic() < end:
+        time.sleep(0.005)
 args = [a.encode('utf-8', 'surrogateescape') for a in cmd]
 payload = struct.pack('>HHII', cols, rows, flags, len(args)) + b''.join(struct.pack('>I', len(a)) + a for a in args)
 if detach:
@@ -205,7 +212,8 @@ async function fakeSupervisor(onConn) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ocpty-test-'));
   const socketPath = path.join(dir, 'supervisor.sock');
   const helperPath = path.join(dir, 'fake-helper');
-  fs.writeFileSync(helperPath, `#!/usr/bin/python3\n${HELPER_SOURCE}`, { mode: 0o755 });
+  fs.writeFileSync(helperPath, `#!/usr/bin/python3\nHANG_GUARD_S = ${HANG_GUARD_MS / 1000}\n${HELPER_SOURCE}`,
+    { mode: 0o755 });
   const conns = [];
   const server = net.createServer((s) => {
     const c = new Conn(s);
@@ -216,6 +224,7 @@ async function fakeSupervisor(onConn) {
   return {
     dir, socketPath, helperPath, conns, server,
     report: () => JSON.parse(fs.readFileSync(helperPath + '.report.json', 'utf8')),
+    releaseHelper: () => fs.writeFileSync(helperPath + '.go', ''),  // ends a "helper-hold"
     opts: (extra) => ({ socketPath, helperPath, cwd: dir, ...extra }),
     close: () => new Promise((r) => {
       for (const c of conns) c.socket.destroy();

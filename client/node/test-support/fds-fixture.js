@@ -49,10 +49,11 @@ async function main() {
   }
   const sup = await fakeSupervisor((c) => { setTimeout(() => c.started(), 200); });
   const result = { closedAmbient: closed, ownBefore: inheritable() };
-  const pty = spawn('helper-sleep-500', [], sup.opts());
+  const pty = spawn('helper-hold', [], sup.opts());
   while (pty.state !== 'handshake') await new Promise((r) => setTimeout(r, 2));
   result.duringHandshake = await unrelatedChild();
   result.stateDuringHandshake = pty.state;
+  sup.releaseHelper();
   await new Promise((r) => pty.onStarted(r));
   result.duringSession = await unrelatedChild();
   result.helper = sup.report();

@@ -7,10 +7,11 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const childProcess = require('child_process');
 const path = require('path');
+const { HANG_GUARD_MS } = require('../test-support/wait.js');
 
 test('only the helper inherits the socket (fd 3) and the directory (fd 4)', () => {
   const r = childProcess.spawnSync(process.execPath, [path.join(__dirname, '../test-support/fds-fixture.js')],
-    { encoding: 'utf8', timeout: 20000 });
+    { encoding: 'utf8', timeout: HANG_GUARD_MS });
   assert.equal(r.status, 0, r.stderr);
   const res = JSON.parse(r.stdout);
   // What this process may pass on by itself, before any session: Node marks

@@ -11,7 +11,7 @@ const childProcess = require('child_process');
 const path = require('path');
 const { spawn, protocol, limits } = require('..');
 const { fakeSupervisor, exitOf } = require('../test-support/fake.js');
-const { sleep, within, until } = require('../test-support/wait.js');
+const { HANG_GUARD_MS, sleep, within, until } = require('../test-support/wait.js');
 
 const { FrameType } = protocol;
 
@@ -151,7 +151,7 @@ test('2: a write error without an exit envelope ends the session with connection
 function throwingListeners(scenario) {
   const r = childProcess.spawnSync(process.execPath,
     [path.join(__dirname, '../test-support/throwing-listeners-fixture.js'), scenario],
-    { encoding: 'utf8', timeout: 20000 });
+    { encoding: 'utf8', timeout: HANG_GUARD_MS });
   assert.equal(r.status, 0, r.stderr);
   const res = JSON.parse(r.stdout);
   assert.equal(res.runtime, process.versions.bun ? 'bun' : 'node');

@@ -15,7 +15,7 @@ test('handshake: helper argv, empty env, nothing read or written before the help
   let conn = null;
   const sup = await fakeSupervisor((c) => { conn = c; });
   t.after(sup.close);
-  const pty = spawn('helper-sleep-300', ['a b', '', '$(x)', 'é'], sup.opts({ cols: 120, rows: 40 }));
+  const pty = spawn('helper-hold', ['a b', '', '$(x)', 'é'], sup.opts({ cols: 120, rows: 40 }));
   pty.write('early');          // queued until the helper exited 0
   pty.kill('SIGINT');
   assert.equal(pty.state, 'connecting');
@@ -27,8 +27,9 @@ test('handshake: helper argv, empty env, nothing read or written before the help
   assert.equal(pty.state, 'handshake');
   assert.equal(pty._socket.bytesRead, 0);
   assert.equal(pty._socket.bytesWritten, 0);
+  sup.releaseHelper();
   await until(() => conn, 'START');
-  assert.deepEqual(conn.start, { cols: 120, rows: 40, flags: 0, argv: ['helper-sleep-300', 'a b', '', '$(x)', 'é'] });
+  assert.deepEqual(conn.start, { cols: 120, rows: 40, flags: 0, argv: ['helper-hold', 'a b', '', '$(x)', 'é'] });
   const rep = sup.report();
   assert.deepEqual(rep.cmd, conn.start.argv);
   assert.deepEqual(rep.env, {});
@@ -193,6 +194,7 @@ test('held output stays within 1 MiB + one frame however reads cut the frames; a
   // the frame that reaches the bound. Then the rest, the exit envelope and
   // the close: nothing may be lost behind the held bytes.
   const total = { n: 0 };
+  let wroteAll = false;
   const out = (c, n, fill) => { total.n += n; return protocol.encodeFrame(FrameType.OUTPUT, Buffer.alloc(n, fill)); };
   const sup = await fakeSupervisor(async (c) => {
     c.started();
@@ -212,18 +214,20 @@ test('held output stays within 1 MiB + one frame however reads cut the frames; a
     await sleep(50);
     for (let i = 0; i < 40; i++) c.raw(out(c, limits.maxOutputPayload, 0x64));
     c.exit(0);
+    wroteAll = true;
   });
   t.after(sup.close);
   const pty = spawn('prog', [], sup.opts());
   const exited = exitOf(pty);
   await new Promise((r) => pty.onStarted(r));
-  let peak = 0;
-  const end = Date.now() + 1500;
-  while (Date.now() < end) {
-    peak = Math.max(peak, pty.bufferedBytes);
-    await sleep(2);
-  }
-  assert.ok(peak >= limits.maxBufferedOutputBytes, `peak ${peak}`);
+  // Without a data listener nothing leaves the held output: its size only
+  // grows, and reading stops in the turn that reaches the bound. So its size
+  // once the bound is reached and the fake has written everything (to its
+  // socket) is the peak; any read beyond the bound would add to it.
+  await until(() => pty.bufferedBytes >= limits.maxBufferedOutputBytes, 'the held output to reach the bound');
+  await until(() => wroteAll, 'the fake to write everything');
+  await sleep(300);
+  const peak = pty.bufferedBytes;
   assert.ok(peak <= limits.maxBufferedOutputBytes + limits.maxOutputPayload,
     `peak ${peak} = bound + ${peak - limits.maxBufferedOutputBytes}`);
   assert.equal(pty.state, 'running');
