@@ -1,9 +1,9 @@
 # client/node/tests.cmake: ctest registrations of the Node client (included
 # from the top-level CMakeLists.txt). Not part of the sanitizer tree.
-#   node.unit                 node:test unit tests of the module (fake supervisor)
-#                             on the host's Node
-#   node.unit.node26          the same on the pinned Node 26.4.0 (client/node/sea/node26)
-#   node.unit.bun             the same on the pinned Bun 1.4.5 (client/node/bun/bun), with
+#   node.unit.<file>          node:test unit tests of the module (fake supervisor)
+#                             on the host's Node, one test per test/<file>.test.js
+#   node.unit.node26.<file>   the same on the pinned Node 26.4.0 (client/node/sea/node26)
+#   node.unit.bun.<file>      the same on the pinned Bun 1.4.5 (client/node/bun/bun), with
 #                             `bun test`: it runs the node:test files as they are (Bun
 #                             maps node:test onto its runner; plain `bun FILE` refuses
 #                             test() outside `bun test`). Where `bun test` itself differs
@@ -38,23 +38,31 @@ if(NOT OPENCODE_NODE)
   set(OPENCODE_NODE "${CMAKE_COMMAND}" -E false "node-not-found")
 endif()
 
-add_test(NAME node.unit
-         COMMAND ${OPENCODE_NODE} --test "${_node_dir}/test/"
-         WORKING_DIRECTORY "${_node_dir}")
-set_tests_properties(node.unit PROPERTIES LABELS node TIMEOUT 300)
-# Node 26 takes the test files as a glob (a directory is not a test file there).
-add_test(NAME node.unit.node26
-         COMMAND "${_node_dir}/sea/node26" --test "${_node_dir}/test/*.test.js"
-         WORKING_DIRECTORY "${_node_dir}")
-set_tests_properties(node.unit.node26 PROPERTIES LABELS node TIMEOUT 600)
-# bun test takes the directory (it finds *.test.js in it). Its runner fails a
-# test after 5 s by default, and kills the test's children, where node --test
-# has no limit: on a loaded host that failed tests that were only slow. The
-# limit is a hang guard above the tests' own (test-support/wait.js, 60 s).
-add_test(NAME node.unit.bun
-         COMMAND "${_node_dir}/bun/bun" test --timeout 120000 "${_node_dir}/test/"
-         WORKING_DIRECTORY "${_node_dir}")
-set_tests_properties(node.unit.bun PROPERTIES LABELS node TIMEOUT 600)
+# One ctest test per test file and runtime, node.unit.<file>,
+# node.unit.node26.<file> and node.unit.bun.<file> (<file> without
+# .test.js): a failure is named down to its file where only the names of the
+# failed tests are shown (ctest's summary at the end of a CI log).
+file(GLOB _node_test_files CONFIGURE_DEPENDS "${_node_dir}/test/*.test.js")
+foreach(_file ${_node_test_files})
+  get_filename_component(_name "${_file}" NAME)
+  string(REGEX REPLACE "\\.test\\.js$" "" _name "${_name}")
+  add_test(NAME node.unit.${_name}
+           COMMAND ${OPENCODE_NODE} --test "${_file}"
+           WORKING_DIRECTORY "${_node_dir}")
+  add_test(NAME node.unit.node26.${_name}
+           COMMAND "${_node_dir}/sea/node26" --test "${_file}"
+           WORKING_DIRECTORY "${_node_dir}")
+  # bun test: a path that starts with ./ or / is a file, not a name filter.
+  # Its runner fails a test after 5 s by default, and kills the test's
+  # children, where node --test has no limit: on a loaded host that failed
+  # tests that were only slow. The limit is a hang guard above the tests' own
+  # (test-support/wait.js, 60 s).
+  add_test(NAME node.unit.bun.${_name}
+           COMMAND "${_node_dir}/bun/bun" test --timeout 120000 "${_file}"
+           WORKING_DIRECTORY "${_node_dir}")
+  set_tests_properties(node.unit.${_name} node.unit.node26.${_name} node.unit.bun.${_name}
+                       PROPERTIES LABELS node TIMEOUT 600)
+endforeach()
 
 find_program(OPENCODE_PYTHON3 python3)
 if(NOT OPENCODE_PYTHON3)
