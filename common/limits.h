@@ -238,6 +238,10 @@ inline constexpr uint64_t kUnitCpuWeight = 100;
 // Safety net while waiting for a unit state change: hints (signals) normally
 // arrive within milliseconds; if one is lost the unit is re-queried this often.
 inline constexpr uint64_t kRequeryIntervalUsec = 1ULL * 1000 * 1000;
+// A tick asks only once every call to systemd has been answered (systemd runs
+// its jobs only between requests: daemon/systemd/unit_tracker.cc, OnTick); it
+// waits for that at most this long before it asks anyway.
+inline constexpr uint64_t kRequeryQuietWaitUsec = 10ULL * 1000 * 1000;
 // StartTransientUnit answered, start job done and read-back compared: one bus
 // call timeout plus the few milliseconds an exec takes, with margin.
 inline constexpr uint64_t kUnitStartDeadlineUsec = kBusCallTimeoutUsec + 5ULL * 1000 * 1000;

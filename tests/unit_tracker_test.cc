@@ -171,6 +171,39 @@ TEST_F(Watch, PollingReQueriesWithoutAnySignal) {
       static_cast<int>(limits::kRequeryIntervalUsec / 1000) + 30000));
 }
 
+// systemd starts its jobs only when no request is pending in its loop: a
+// tick that asked every polling unit again while earlier calls were still
+// unanswered kept systemd answering GetAll without a pause, and a mass STOP
+// of 256 sessions on systemd 257 started no stop job for 20 s
+// (vm.scale.trixie under load). The tick now waits for the answers.
+TEST_F(Watch, ThePollTickAsksNothingWhileCallsToSystemdAreUnanswered) {
+  bool answered = false;
+  tracker.SetCallsAnswered([&] { return answered; });
+  ASSERT_TRUE(monitor->Start().ok());
+  monitor->SetPolling(true);
+  const int guard_ms = static_cast<int>(3 * limits::kRequeryIntervalUsec / 1000) + 30000;
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return tracker.ticks_deferred() >= 2; }, guard_ms));
+  EXPECT_EQ(systemd.Count("QueryUnit"), 0u) << "two ticks passed while calls were unanswered";
+  answered = true;
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("QueryUnit") == 1; }, guard_ms));
+}
+
+// The wait is bounded: calls that are never all answered (a steady stream of
+// other sessions' calls) delay a poll by kRequeryQuietWaitUsec at most.
+TEST_F(Watch, ThePollTickAsksAnywayAfterTheQuietWaitBound) {
+  tracker.SetCallsAnswered([] { return false; });
+  ASSERT_TRUE(monitor->Start().ok());
+  uint64_t t0 = 0;
+  ASSERT_GE(sd_event_now(event.get(), CLOCK_MONOTONIC, &t0), 0);
+  monitor->SetPolling(true);
+  ASSERT_TRUE(testing::RunUntil(event.get(), [&] { return systemd.Count("QueryUnit") == 1; },
+                                static_cast<int>(limits::kRequeryQuietWaitUsec / 1000) + 30000));
+  uint64_t t1 = 0;
+  ASSERT_GE(sd_event_now(event.get(), CLOCK_MONOTONIC, &t1), 0);
+  EXPECT_GE(t1 - t0, limits::kRequeryQuietWaitUsec);
+  EXPECT_GE(tracker.ticks_deferred(), 1u);
+}
+
 TEST_F(Watch, DestroyingTheMonitorCancelsItsQuery) {
   ASSERT_TRUE(monitor->Start().ok());
   monitor->QueryNow();

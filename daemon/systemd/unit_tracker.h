@@ -69,6 +69,8 @@ class UnitTracker {
     ~Watch();
     // Polling watchers are also re-queried every kRequeryIntervalUsec: the
     // safety net for a lost or dropped hint while waiting for a state change.
+    // A tick asks only while every call to systemd has been answered (or
+    // after kRequeryQuietWaitUsec of waiting for that): see OnTick.
     void SetPolling(bool polling);
     // With `on`, only the unit's JobRemoved and UnitRemoved are hints (the
     // tick, an overflow and a reconnection still are): a starting unit emits
@@ -91,6 +93,11 @@ class UnitTracker {
   // Delivers the queued hints (normally from a deferred event source).
   void DispatchHints() noexcept;
   size_t queue_length() const noexcept { return queue_.size(); }
+  // Whether no call to systemd waits for its answer (default: the throttle of
+  // bus_call.h is empty); tests set their own.
+  void SetCallsAnswered(std::function<bool()> answered) { calls_answered_ = std::move(answered); }
+  // Ticks that asked nothing because calls were still unanswered.
+  uint64_t ticks_deferred() const noexcept { return ticks_deferred_; }
   bool queue_overflowed() const noexcept { return queue_.overflowed(); }
 
  private:
@@ -123,6 +130,9 @@ class UnitTracker {
   uint64_t foreign_signals_ = 0;
   uint64_t last_stop_progress_usec_ = 0;  // CLOCK_MONOTONIC; 0: none yet
   uint64_t property_signals_skipped_ = 0;
+  std::function<bool()> calls_answered_;
+  uint64_t deferred_since_usec_ = 0;  // CLOCK_MONOTONIC of the first deferred tick; 0: none
+  uint64_t ticks_deferred_ = 0;
 };
 
 }  // namespace opencode::daemon
