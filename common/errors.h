@@ -58,7 +58,7 @@ enum class ErrorCode {
   kUnitStartFailed,     // StartTransientUnit failed
   kUnitPropertyMismatch,// systemd ignored or weakened a requested property
   kInputOverflow,       // input queue full (should not happen with a conforming client)
-  kStopFailed,          // StopUnit failed, or the unit did not stop within kStopRequestDeadlineUsec
+  kStopFailed,          // StopUnit failed, or the unit did not stop (limits.h kStopRequestDeadlineUsec)
   kLaunchFailed,        // the launcher refused or could not prepare the command; it never ran
   // detachable sessions (docs/PROTOCOL.md section 10)
   kBadDetach,           // START's grace or scrollback outside its bounds

@@ -277,8 +277,10 @@ inline constexpr uint64_t kUnprovenRetryIntervalUsec = 10ULL * 1000 * 1000;
 inline constexpr size_t kPeerLogBurst = 10;
 inline constexpr uint64_t kPeerLogIntervalUsec = 10ULL * 1000 * 1000;
 // After a STOP was accepted, the unit must be finished within this time (the
-// StopUnit call, then TimeoutStopSec until SIGKILL, plus margin), or the
-// session ends with the error stop_failed and its unit is reaped.
+// StopUnit call, then TimeoutStopSec until SIGKILL, plus margin) of no
+// progress on any PTY unit, at most kCleanupHardDeadlineUsec after the STOP
+// (Session::ExtendStopDeadline), or the session ends with the error
+// stop_failed and its unit is reaped.
 inline constexpr uint64_t kStopRequestDeadlineUsec = kBusCallTimeoutUsec + kUnitStopTimeoutUsec + 5ULL * 1000 * 1000;
 // A finished unit's PTY stream reaches EOF within milliseconds (every holder
 // was in the unit's cgroup). If it has not once the unit is reaped, a process

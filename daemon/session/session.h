@@ -138,6 +138,7 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   void SendSignal(uint8_t signo) noexcept;
   void HoldInput(uint8_t reason, bool hold) noexcept;
   void RequestStop() noexcept;
+  bool ExtendStopDeadline() noexcept;
   void LowerCpuWeight() noexcept;
   enum class Reap { kStopFirst, kProveOnly };
   void BeginReap(Reap how = Reap::kStopFirst) noexcept;
@@ -217,6 +218,7 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   Pending control_call_;
   Pending weight_call_;  // SetCpuWeight at the command's exec
   bool stop_requested_ = false;
+  uint64_t stop_requested_usec_ = 0;  // CLOCK_MONOTONIC of the accepted STOP
   std::unique_ptr<Reaper> reaper_;
   bool reap_done_ = false;
   bool unit_proven_gone_ = false;
