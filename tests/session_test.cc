@@ -313,6 +313,22 @@ struct SessionTest : ::testing::Test {
     AppendFrame(FrameType::kStop, std::string_view(), &f);
     ASSERT_EQ(write(client.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
   }
+  // STOP, and systemd accepts its StopUnit.
+  void StopAccepted() {
+    SendStop();
+    ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
+    systemd.Answer("StopUnit", absl::OkStatus());
+  }
+  // systemd's PropertiesChanged of `unit`'s ActiveState, delivered as a hint.
+  void ActiveStateChanged(const std::string& unit, const char* state) {
+    auto m = signals.Signal(UnitObjectPath(unit).value().c_str(), "org.freedesktop.DBus.Properties",
+                            "PropertiesChanged", "org.freedesktop.systemd1", [state](sd_bus_message* p) {
+                              sd_bus_message_append(p, "sa{sv}as", "org.freedesktop.systemd1.Unit", 1,
+                                                    "ActiveState", "s", state, 0);
+                            });
+    tracker.OnSignal(m.get());
+    tracker.DispatchHints();
+  }
   void SendSignalFrame(uint8_t signo) {
     std::string f;
     AppendFrame(FrameType::kSignal, std::string_view(reinterpret_cast<const char*>(&signo), 1), &f);
@@ -641,9 +657,7 @@ TEST_F(SessionTest, NoReportAfterAStopIsNeverCodeZero) {
   reader.fd = client.get();
   int unit = ToRunning();
   FromUnit(std::string("E\x00\x00\x10\x01", 5));
-  SendStop();
-  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
-  systemd.Answer("StopUnit", absl::OkStatus());
+  StopAccepted();
   Envelope e = FinishUnit(unit, CLD_EXITED, 0, "timeout");
   EXPECT_EQ(e.type, "exit");
   EXPECT_TRUE(IsNull(e, "code"));
@@ -657,9 +671,7 @@ TEST_F(SessionTest, NoReportAfterAStopIsNeverCodeZero) {
 TEST_F(SessionTest, AStopBeforeTheCommandRanIsAStopNotALaunchFailure) {
   reader.fd = client.get();
   int unit = ToRunning();
-  SendStop();
-  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
-  systemd.Answer("StopUnit", absl::OkStatus());
+  StopAccepted();
   FromUnit(std::string("F\x7d", 2));  // 125: monitor
   Envelope e = FinishUnit(unit, CLD_EXITED, 125, "exit-code");
   EXPECT_EQ(e.type, "exit");
@@ -744,9 +756,7 @@ TEST_F(SessionTest, ACollectedUnitWithoutAReportEndedCleanly) {
 TEST_F(SessionTest, ACollectedUnitAfterAStopWithoutAReportIsTerm) {
   reader.fd = client.get();
   int unit = ToRunning();
-  SendStop();
-  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
-  systemd.Answer("StopUnit", absl::OkStatus());
+  StopAccepted();
   close(unit);
   for (auto& c : systemd.calls()) c->stream_fd = -1;
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
@@ -767,9 +777,7 @@ TEST_F(SessionTest, AStoppedCommandIsNeverASuccess) {
   reader.fd = client.get();
   int unit = ToRunning();
   FromUnit(std::string("E\x00\x00\x10\x01", 5));
-  SendStop();
-  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
-  systemd.Answer("StopUnit", absl::OkStatus());
+  StopAccepted();
   FromUnit(std::string("Xk\x01", 3));
   Envelope e = FinishUnit(unit, CLD_EXITED, 0, "success");
   EXPECT_TRUE(IsNull(e, "code"));
@@ -782,9 +790,7 @@ TEST_F(SessionTest, AStoppedCommandIsNeverASuccess) {
 TEST_F(SessionTest, AStopWithoutAReportIsTermNotSuccess) {
   reader.fd = client.get();
   int unit = ToRunning();
-  SendStop();
-  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
-  systemd.Answer("StopUnit", absl::OkStatus());
+  StopAccepted();
   Envelope e = FinishUnit(unit, CLD_EXITED, 0, "success");
   EXPECT_TRUE(IsNull(e, "code"));
   EXPECT_EQ(std::get<std::string>(e.fields["signal"]), "TERM");
@@ -893,9 +899,7 @@ TEST_F(SessionTest, FailedStopUnitEndsWithStopFailedAndReaps) {
 TEST_F(SessionTest, StopThatNeverFinishesEndsAtTheStopDeadline) {
   reader.fd = client.get();
   ToRunning();
-  SendStop();
-  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
-  systemd.Answer("StopUnit", absl::OkStatus());
+  StopAccepted();
   // systemd keeps saying "active" (a stop that hangs).
   ASSERT_TRUE(Wait([&] {
     while (systemd.Pending_("QueryUnit")) systemd.AnswerSnapshot(GoodSnapshot(request));
@@ -914,9 +918,7 @@ TEST_F(SessionTest, StopThatNeverFinishesEndsAtTheStopDeadline) {
 TEST_F(SessionTest, AStopWhileSystemdStopsOtherUnitsOutlastsTheStopDeadline) {
   reader.fd = client.get();
   int unit = ToRunning();
-  SendStop();
-  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
-  systemd.Answer("StopUnit", absl::OkStatus());
+  StopAccepted();
   uint64_t t0 = 0;
   ASSERT_GE(sd_event_now(event.get(), CLOCK_MONOTONIC, &t0), 0);
   const uint64_t past = t0 + limits::kStopRequestDeadlineUsec + 3 * limits::kRequeryIntervalUsec;
@@ -938,9 +940,7 @@ TEST_F(SessionTest, AStopWhileSystemdStopsOtherUnitsOutlastsTheStopDeadline) {
 TEST_F(SessionTest, FinishedUnitWhoseStreamNeverEndsGetsOutputIncompleteThenExit) {
   reader.fd = client.get();
   ToRunning();  // the test keeps the unit's end of the stream open: no EOF
-  SendStop();
-  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
-  systemd.Answer("StopUnit", absl::OkStatus());
+  StopAccepted();
   ASSERT_TRUE(Wait([&] { return systemd.Pending_("QueryUnit") != nullptr; }));
   ASSERT_TRUE(systemd.AnswerSnapshot(Finished(GoodSnapshot(request), CLD_KILLED, SIGTERM, "success")));
   ProveGone();
@@ -1071,15 +1071,7 @@ TEST_F(SessionTest, AStartingSessionAsksOnTheJobsEndNotOnEveryPropertyChange) {
   ASSERT_NE(call, nullptr);
   const std::string unit = call->unit;
   TakeHandoff();
-  auto changed = [&] {
-    auto m = signals.Signal(UnitObjectPath(unit).value().c_str(), "org.freedesktop.DBus.Properties",
-                            "PropertiesChanged", "org.freedesktop.systemd1", [](sd_bus_message* p) {
-                              sd_bus_message_append(p, "sa{sv}as", "org.freedesktop.systemd1.Unit", 1,
-                                                    "ActiveState", "s", "activating", 0);
-                            });
-    tracker.OnSignal(m.get());
-    tracker.DispatchHints();
-  };
+  auto changed = [&] { ActiveStateChanged(unit, "activating"); };
   // The fixture's connection to systemd is new: its one re-query of every
   // watched unit comes first, and is no hint of a property change.
   tracker.DispatchHints();
@@ -1108,21 +1100,11 @@ TEST_F(SessionTest, AStoppingSessionAsksOnTheJobsEndNotOnEveryPropertyChange) {
   reader.fd = client.get();
   ToRunning();
   const std::string unit = request.unit_name;
-  SendStop();
-  ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
-  systemd.Answer("StopUnit", absl::OkStatus());
+  StopAccepted();
   while (systemd.Pending_("QueryUnit")) systemd.AnswerSnapshot(GoodSnapshot(request));
   const size_t before = systemd.Count("QueryUnit");
   const uint64_t skipped = tracker.property_signals_skipped();
-  for (const char* state : {"deactivating", "deactivating", "inactive"}) {
-    auto m = signals.Signal(UnitObjectPath(unit).value().c_str(), "org.freedesktop.DBus.Properties",
-                            "PropertiesChanged", "org.freedesktop.systemd1", [state](sd_bus_message* p) {
-                              sd_bus_message_append(p, "sa{sv}as", "org.freedesktop.systemd1.Unit", 1,
-                                                    "ActiveState", "s", state, 0);
-                            });
-    tracker.OnSignal(m.get());
-    tracker.DispatchHints();
-  }
+  for (const char* state : {"deactivating", "deactivating", "inactive"}) ActiveStateChanged(unit, state);
   testing::RunFor(event.get(), 30);
   EXPECT_EQ(systemd.Count("QueryUnit"), before);
   EXPECT_EQ(tracker.property_signals_skipped(), skipped + 3);

@@ -4,7 +4,6 @@
 // the unit to be proven gone before the Supervisor may destroy the session.
 #include "daemon/session/session.h"
 
-#include <algorithm>
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/epoll.h>
@@ -12,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -565,12 +565,11 @@ void Session::RequestStop() noexcept {
 bool Session::ExtendStopDeadline() noexcept {
   uint64_t now = 0;
   if (!timer_ || ctx_.tracker == nullptr || sd_event_now(ctx_.event, CLOCK_MONOTONIC, &now) < 0) return false;
-  uint64_t last = ctx_.tracker->last_stop_progress_usec();
-  uint64_t quiet_end = last + limits::kStopRequestDeadlineUsec;
-  uint64_t hard = stop_requested_usec_ + limits::kCleanupHardDeadlineUsec;
-  if (last == 0 || quiet_end <= now || now >= hard) return false;
+  uint64_t next = ctx_.tracker->ProgressDeadline(now, limits::kStopRequestDeadlineUsec,
+                                                 stop_requested_usec_ + limits::kCleanupHardDeadlineUsec);
+  if (next == 0) return false;
   deadline_ = Deadline::kStop;
-  sd_event_source_set_time(timer_.get(), std::min(quiet_end, hard));
+  sd_event_source_set_time(timer_.get(), next);
   sd_event_source_set_enabled(timer_.get(), SD_EVENT_ONESHOT);
   return true;
 }

@@ -1,7 +1,6 @@
 // Stop, reset and prove gone (see reaper.h).
 #include "daemon/systemd/reaper.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -118,10 +117,8 @@ int Reaper::OnDeadline(sd_event_source* s, uint64_t /*usec*/, void* userdata) no
   // removed or done with a job: a mass close), so this one's turn may still
   // come. Wait for the window after that, never past the hard deadline.
   uint64_t hard = self->started_usec_ + limits::kCleanupHardDeadlineUsec;
-  uint64_t last = self->tracker_->last_stop_progress_usec();
-  uint64_t quiet_end = last + limits::kCleanupDeadlineUsec;
-  if (last != 0 && quiet_end > usec && usec < hard) {
-    sd_event_source_set_time(s, std::min(quiet_end, hard));
+  if (uint64_t next = self->tracker_->ProgressDeadline(usec, limits::kCleanupDeadlineUsec, hard)) {
+    sd_event_source_set_time(s, next);
     sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
     return 0;
   }

@@ -253,6 +253,12 @@ int UnitTracker::OnTick(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdat
   return 0;
 }
 
+uint64_t UnitTracker::ProgressDeadline(uint64_t now, uint64_t window, uint64_t hard) const noexcept {
+  uint64_t last = last_stop_progress_usec_;
+  if (last == 0 || last + window <= now || now >= hard) return 0;
+  return std::min(last + window, hard);
+}
+
 void UnitTracker::NoteStopProgress() noexcept {
   uint64_t now = 0;
   if (sd_event_now(event_, CLOCK_MONOTONIC, &now) >= 0) last_stop_progress_usec_ = now;

@@ -54,6 +54,10 @@ class UnitTracker {
   // its job queue drained, but it sends these signals as it goes.
   void NoteStopProgress() noexcept;
   uint64_t last_stop_progress_usec() const noexcept { return last_stop_progress_usec_; }
+  // A deadline that counts no progress (the reaper's cleanup deadline, a
+  // STOP's): when it fires at `now`, the time it should fire again, `window`
+  // after the last progress but never past `hard`; 0 if it has expired.
+  uint64_t ProgressDeadline(uint64_t now, uint64_t window, uint64_t hard) const noexcept;
   size_t systemd_appearances() const noexcept { return systemd_appearances_; }
   // The sender systemd's signals carry ("" until connected: then no signal
   // is a hint and only the poll tick re-queries).
