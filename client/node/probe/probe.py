@@ -78,6 +78,24 @@ def wait_for(pred, what, timeout):
         time.sleep(0.02)
 
 
+def read_json(path):
+    """The JSON document at path, or None while it is missing or incomplete.
+
+    The app writes its files whole (rename), but the probe must not depend on
+    the program it examines: a half-written file reads as not there yet."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def stop_service():
+    """SERVICE stopped and its failure state cleared, whatever a run left behind."""
+    sh('systemctl', 'stop', SERVICE, check=False)
+    sh('systemctl', 'reset-failed', SERVICE, check=False)
+
+
 def gate_verdict(version):
     m = re.match(r'^v(\d+)\.(\d+)\.(\d+)$', version or '')
     ok = bool(m) and '%s.%s' % (m.group(1), m.group(2)) == GATE
@@ -253,6 +271,9 @@ def evaluate(trace, app, ctx):
 
 def run_service(sea, leak_fd, app_js=None):
     u = pwd.getpwnam(APP_USER)
+    # A run starts from a stopped service: `systemctl start` of one still
+    # active (a previous run that failed half way) would start nothing.
+    stop_service()
     shutil.rmtree(PROBE_DIR, ignore_errors=True)
     os.mkdir(PROBE_DIR, 0o700)
     os.chown(PROBE_DIR, u.pw_uid, u.pw_gid)
@@ -275,10 +296,20 @@ def run_service(sea, leak_fd, app_js=None):
     with open(DROPIN, 'w') as f:
         f.write('\n'.join(lines) + '\n')
     sh('systemctl', 'daemon-reload')
-    sh('systemctl', 'reset-failed', SERVICE, check=False)
+    try:
+        return trace_service()
+    finally:
+        # Whatever happened, the next run (the negative control) and the
+        # suite's later checks find the service stopped and without the drop-in.
+        stop_service()
+        os.unlink(DROPIN)
+        sh('systemctl', 'daemon-reload')
+
+
+def trace_service():
+    """Starts SERVICE (its drop-in installed) and traces its MainPID through one session."""
     sh('systemctl', 'start', SERVICE)
-    ready = wait_for(lambda: os.path.exists(PROBE_DIR + '/ready.json') and
-                     json.load(open(PROBE_DIR + '/ready.json')), 'the app to be ready', 30)
+    ready = wait_for(lambda: read_json(PROBE_DIR + '/ready.json'), 'the app to be ready', 30)
     main_pid = int(sh('systemctl', 'show', '-p', 'MainPID', '--value', SERVICE))
     ctx = {'helper': HELPER, 'dir': PROBE_DIR, 'service': SERVICE, 'main_pid': main_pid, 'ready': ready}
     ctx['main_exe'] = os.readlink('/proc/%d/exe' % main_pid)
@@ -292,9 +323,7 @@ def run_service(sea, leak_fd, app_js=None):
              'the service to stop', 30)
     ctx['service_result'] = sh('systemctl', 'show', '-p', 'Result', '--value', SERVICE, check=False)
     ctx['service_status'] = sh('systemctl', 'show', '-p', 'ExecMainStatus', '--value', SERVICE, check=False)
-    app = json.load(open(PROBE_DIR + '/app.json')) if os.path.exists(PROBE_DIR + '/app.json') else None
-    os.unlink(DROPIN)
-    sh('systemctl', 'daemon-reload')
+    app = read_json(PROBE_DIR + '/app.json')
     return trace, app, ctx
 
 
@@ -320,11 +349,11 @@ def run_dry(sea, sock_path, helper, leak_fd, app_js=None):
     p = subprocess.Popen([sea] + ([app_js] if app_js else []), env=env, stdin=subprocess.DEVNULL, close_fds=True, pass_fds=pass_fds)
     if leak_fd is not None:
         os.close(leak_fd)
-    wait_for(lambda: os.path.exists(tmp + '/ready.json'), 'the app to be ready', 30)
+    wait_for(lambda: read_json(tmp + '/ready.json'), 'the app to be ready', 30)
     trace = trace_exec.trace(p.pid, lambda: open(tmp + '/go', 'w').close(), timeout=60)
     stop.set()
     t.join()
-    app = json.load(open(tmp + '/app.json')) if os.path.exists(tmp + '/app.json') else None
+    app = read_json(tmp + '/app.json')
     return trace, app, {'helper': helper, 'dir': tmp, 'main_pid': p.pid, 'dry_run': True}
 
 

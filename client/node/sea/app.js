@@ -36,6 +36,13 @@ function isSea() {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// The probe polls for these files: write a whole file or none (rename), so
+// that it never reads one half written.
+function writeFileWhole(path, text) {
+  fs.writeFileSync(`${path}.tmp`, text);
+  fs.renameSync(`${path}.tmp`, path);
+}
+
 async function waitFile(path, ms) {
   const end = Date.now() + ms;
   while (!fs.existsSync(path)) {
@@ -83,7 +90,7 @@ async function probe() {
   if (!dir) throw new Error('OPENCODE_PTY_PROBE_DIR is not set');
   const report = { version: process.version, isSea: isSea(), bun: process.versions.bun || null,
     execPath: process.execPath, pid: process.pid };
-  fs.writeFileSync(`${dir}/ready.json`, JSON.stringify(report));
+  writeFileWhole(`${dir}/ready.json`, JSON.stringify(report));
   await waitFile(`${dir}/go`, 120000);
 
   // flag[0]: stop request, flag[1]: final count, flag[2]: children so far.
@@ -122,7 +129,7 @@ async function probe() {
   report.output = output;
   report.exit = { exitCode: exit.exitCode, signal: exit.signal, result: exit.result,
     error: exit.error && { code: exit.error.code, message: exit.error.message } };
-  fs.writeFileSync(`${dir}/app.json`, JSON.stringify(report, null, 1));
+  writeFileWhole(`${dir}/app.json`, JSON.stringify(report, null, 1));
   return exit.error ? 1 : 0;
 }
 
