@@ -262,8 +262,13 @@ test('pause() stops reading (backpressure reaches the sender) and defers exit; r
   let got = 0;
   const exited = exitOf(pty);
   // pause() stops reading the socket, envelopes included: pause once started.
-  pty.onStarted(() => pty.pause());
+  const started = new Promise((r) => pty.onStarted(() => { pty.pause(); r(); }));
   pty.onData((d) => { got += d.length; });
+  // The fake starts sending when it has the START frame, before the helper's
+  // exit lets the module read: wait for `started` itself, or a resume() below
+  // may come before the pause() and leave the session paused (a loaded run
+  // stalled here: the helper's exit took longer than the sleep).
+  await within(started, 'started');
   await until(() => blocked, 'the sender to block');
   await sleep(200);
   assert.equal(got, 0);
@@ -272,8 +277,14 @@ test('pause() stops reading (backpressure reaches the sender) and defers exit; r
   // A hang guard with the state that explains a hang (node.unit.node26 once
   // stalled here until ctest's 600 s limit in a loaded full run).
   const ev = await within(exited, 'onExit after resume()').catch((e) => {
+    const s = pty._socket;
     throw new Error(`${e.message}: got ${got} of ${total} bytes, state ${pty.state}, ` +
-                    `read ${pty._socket.bytesRead}, sender blocked ${blocked}, fake closed ${conn && conn.closed}`);
+                    `read ${s.bytesRead}, sender blocked ${blocked}, fake closed ${conn && conn.closed}; module: ` +
+                    `paused ${pty._paused}, reading ${pty._reading}, decoding ${pty._decoding}, ` +
+                    `raw ${pty._raw.length} chunks, buffered ${pty._buffered.length} chunks / ${pty.bufferedBytes} bytes, ` +
+                    `deliver scheduled ${pty._deliverScheduled}, data listeners ${pty._on.data.size}; socket: ` +
+                    `flowing ${s.readableFlowing}, readableLength ${s.readableLength}, isPaused ${s.isPaused()}, ` +
+                    `handle reading ${s._handle && s._handle.reading}, destroyed ${s.destroyed}`);
   });
   assert.equal(got, total);
   assert.equal(ev.exitCode, 0);
