@@ -58,6 +58,9 @@ DROPIN = DROPIN_DIR + '/50-node-probe.conf'
 PROBE_DIR = '/run/opencode-node-probe'
 APP_USER = 'byk'
 GATE = '26.4'
+# What a wait for the app or the service allows before it calls it a hang: far
+# above the seconds they take, in a TCG VM on a slow host included.
+HANG_S = 120
 
 
 def sh(*argv, check=True):
@@ -309,7 +312,8 @@ def run_service(sea, leak_fd, app_js=None):
 def trace_service():
     """Starts SERVICE (its drop-in installed) and traces its MainPID through one session."""
     sh('systemctl', 'start', SERVICE)
-    ready = wait_for(lambda: read_json(PROBE_DIR + '/ready.json'), 'the app to be ready', 30)
+    # Hang guards (HANG_S): the app is ready in seconds, under TCG too.
+    ready = wait_for(lambda: read_json(PROBE_DIR + '/ready.json'), 'the app to be ready', HANG_S)
     main_pid = int(sh('systemctl', 'show', '-p', 'MainPID', '--value', SERVICE))
     ctx = {'helper': HELPER, 'dir': PROBE_DIR, 'service': SERVICE, 'main_pid': main_pid, 'ready': ready}
     ctx['main_exe'] = os.readlink('/proc/%d/exe' % main_pid)
@@ -320,7 +324,7 @@ def trace_service():
     go = PROBE_DIR + '/go'
     trace = trace_exec.trace(main_pid, lambda: open(go, 'w').close(), timeout=120)
     wait_for(lambda: sh('systemctl', 'show', '-p', 'ActiveState', '--value', SERVICE, check=False) in ('inactive', 'failed'),
-             'the service to stop', 30)
+             'the service to stop', HANG_S)
     ctx['service_result'] = sh('systemctl', 'show', '-p', 'Result', '--value', SERVICE, check=False)
     ctx['service_status'] = sh('systemctl', 'show', '-p', 'ExecMainStatus', '--value', SERVICE, check=False)
     app = read_json(PROBE_DIR + '/app.json')
@@ -336,7 +340,7 @@ def run_dry(sea, sock_path, helper, leak_fd, app_js=None):
     stop = threading.Event()
     t = threading.Thread(target=fake_supervisor, args=(sock_path, stop), daemon=True)
     t.start()
-    wait_for(lambda: os.path.exists(sock_path), 'the stand-in supervisor', 5)
+    wait_for(lambda: os.path.exists(sock_path), 'the stand-in supervisor', HANG_S)
     env = {'OPENCODE_PTY_APP_MODE': 'probe', 'OPENCODE_PTY_PROBE_DIR': tmp,
            'OPENCODE_PTY_TEST_SOCKET': sock_path, 'OPENCODE_PTY_TEST_HELPER': helper, 'PATH': '/usr/bin:/bin'}
     # Like a service: stdio only (close_fds), whatever this process inherited.
@@ -349,7 +353,7 @@ def run_dry(sea, sock_path, helper, leak_fd, app_js=None):
     p = subprocess.Popen([sea] + ([app_js] if app_js else []), env=env, stdin=subprocess.DEVNULL, close_fds=True, pass_fds=pass_fds)
     if leak_fd is not None:
         os.close(leak_fd)
-    wait_for(lambda: read_json(tmp + '/ready.json'), 'the app to be ready', 30)
+    wait_for(lambda: read_json(tmp + '/ready.json'), 'the app to be ready', HANG_S)
     trace = trace_exec.trace(p.pid, lambda: open(tmp + '/go', 'w').close(), timeout=60)
     stop.set()
     t.join()
