@@ -10,5 +10,6 @@ endif()
 
 add_test(NAME acceptance.report-gate
          COMMAND "${PROJECT_SOURCE_DIR}/vm-tests/acceptance/report-gate-test.sh")
-set_tests_properties(acceptance.report-gate PROPERTIES LABELS gate TIMEOUT 60)
+# 17 s in a loaded full run; 300 s is a hang guard for a host four times slower.
+set_tests_properties(acceptance.report-gate PROPERTIES LABELS gate TIMEOUT 300)
 
