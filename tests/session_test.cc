@@ -29,6 +29,7 @@
 #include "common/limits.h"
 #include "common/scm_rights.h"
 #include "daemon/base/async_close.h"
+#include "daemon/base/journal.h"
 #include "daemon/session/session.h"
 #include "daemon/systemd/unit_properties.h"
 #include "tests/daemon_test_util.h"
@@ -1231,6 +1232,84 @@ TEST_F(SessionTest, ARunningSessionEndsWhenTheAuthenticatedPeerExits) {
     terminals += e.type == "exit" || e.type == "error";
   }
   EXPECT_EQ(terminals, 1);
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
+}
+
+// What the supervisor logged while a LogRecorder lived (SetLogSinkForTesting).
+class LogRecorder {
+ public:
+  LogRecorder() {
+    current_ = this;
+    SetLogSinkForTesting(&Record);
+  }
+  ~LogRecorder() {
+    SetLogSinkForTesting(nullptr);
+    current_ = nullptr;
+  }
+  bool Has(std::string_view message) const {
+    for (const Entry& e : entries_)
+      if (e.message == message) return true;
+    return false;
+  }
+  bool HasCode(ErrorCode code) const {
+    for (const Entry& e : entries_)
+      if (e.error == code) return true;
+    return false;
+  }
+
+ private:
+  struct Entry {
+    ErrorCode error;
+    std::string message;
+  };
+  static void Record(int /*priority*/, const LogFields& f, std::string_view message) {
+    current_->entries_.push_back({f.error, std::string(message)});
+  }
+  static inline LogRecorder* current_ = nullptr;
+  std::vector<Entry> entries_;
+};
+
+// A half-closed client waits for its exit envelope, its connection no longer
+// watched; then the application exits, which closes the connection before
+// the pidfd reports the exit. With nobody left holding the connection, that
+// is the client's disconnect, and the journal says so (at the end of a bench
+// run it said "session failed (unauthenticated)" for such sessions).
+class HalfClosedPeerTest : public SessionTest {
+ protected:
+  // A running session of `peer` whose client half-closed: its unit's stop is
+  // asked, and the connection is no longer watched.
+  void RunningThenHalfClosed(PeerThatExits* peer) {
+    ASSERT_TRUE(peer->Make(&conn, &client));
+    reader.fd = client.get();
+    ToRunning();
+    ASSERT_EQ(shutdown(client.get(), SHUT_WR), 0);  // the client's EOF: its unit is stopped
+    ASSERT_TRUE(Wait([&] { return systemd.Pending_("StopUnit") != nullptr; }));
+  }
+  LogRecorder logs;
+  PeerThatExits peer;
+};
+
+TEST_F(HalfClosedPeerTest, AnExitThatClosedTheConnectionIsTheClientsDisconnect) {
+  RunningThenHalfClosed(&peer);
+  client.reset();  // the application exits: its descriptors close first,
+  peer.Exit();     // then its pidfd reports the exit
+  ASSERT_TRUE(Wait([&] { return logs.Has("client disconnected") || logs.HasCode(ErrorCode::kUnauthenticated); }));
+  EXPECT_TRUE(logs.Has("client disconnected"));
+  EXPECT_FALSE(logs.HasCode(ErrorCode::kUnauthenticated));
+  CompleteReap();
+  ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
+}
+
+// The same exit while someone else still holds the connection (the old
+// MainPID's child): that holder is told `unauthenticated`, and the journal too.
+TEST_F(HalfClosedPeerTest, AnExitWhileAnotherProcessHoldsTheConnectionIsUnauthenticated) {
+  RunningThenHalfClosed(&peer);
+  peer.Exit();  // client stays open here: the connection is still held
+  ASSERT_TRUE(Wait([&] { return logs.HasCode(ErrorCode::kUnauthenticated); }));
+  EXPECT_FALSE(logs.Has("client disconnected"));
+  CompleteReap();
+  ASSERT_TRUE(ReadUntilEof());
+  EXPECT_EQ(Code(Terminal()), "unauthenticated");
   ASSERT_TRUE(Wait([&] { return obs.finished == 1; }));
 }
 

@@ -16,8 +16,14 @@
 
 
 namespace opencode::daemon {
+namespace {
+LogSink log_sink = nullptr;
+}  // namespace
+
+void SetLogSinkForTesting(LogSink sink) noexcept { log_sink = sink; }
 
 void Log(int priority, const LogFields& f, std::string_view message) noexcept {
+  if (log_sink != nullptr) return log_sink(priority, f, message);
   std::array<std::string, 9> fields;
   size_t n = 0;
   auto add = [&](std::string_view key, std::string_view value) {

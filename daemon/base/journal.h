@@ -31,6 +31,12 @@ void Log(int priority, const LogFields& f, std::string_view message) noexcept;
 // An entry without session context.
 void Log(int priority, std::string_view message) noexcept;
 
+// Tests only: while set, entries go to `sink` instead of the journal (nullptr:
+// the journal again). Tests read what the supervisor says with it; the
+// supervisor never sets it.
+using LogSink = void (*)(int priority, const LogFields& f, std::string_view message);
+void SetLogSinkForTesting(LogSink sink) noexcept;
+
 // One limiter per log line a peer can trigger (a bus signal, a connection):
 // at most kPeerLogBurst entries per kPeerLogIntervalUsec of CLOCK_MONOTONIC;
 // the first entry written after dropped ones says how many were dropped.

@@ -10,6 +10,7 @@
 // in order, the terminal envelope strictly last.
 #include "daemon/session/pump.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -209,6 +210,15 @@ size_t Pump::MemoryBytes() const noexcept {
 
 bool Pump::pty_reading() const noexcept { return IoEnabledFor(pty_source_.get(), EPOLLIN); }
 bool Pump::conn_reading() const noexcept { return IoEnabledFor(conn_source_.get(), EPOLLIN); }
+
+// POLLHUP on a stream socket: the peer's side is shut in both directions,
+// which its last close does. Asked directly, not through conn_source_: the
+// source may be off (a half-closed client waiting for its exit envelope).
+bool Pump::PeerHungUp() const noexcept {
+  if (!conn_) return true;
+  struct pollfd p = {.fd = conn_.get(), .events = 0, .revents = 0};
+  return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)) != 0;
+}
 
 void Pump::Update() noexcept {
   if (conn_source_) {

@@ -111,6 +111,10 @@ class Pump {
 
   // Stops decoding client frames (a control request is in flight).
   void PauseInput(bool paused) noexcept;
+  // True once the connection's other end is shut in both directions: every
+  // holder closed it (or shut it down), so nothing more can come or be
+  // delivered, whether or not the hang-up's event has been dispatched yet.
+  bool PeerHungUp() const noexcept;
   // Drops the client connection (after OnFlushed or OnClientGone).
   void CloseConnection() noexcept;
   // The same, but hands the connection to the caller (a lingering close).

@@ -235,6 +235,15 @@ int Session::OnPeerExit(sd_event_source* /*s*/, int /*fd*/, uint32_t /*revents*/
   // Ended already (its connection closed, or a terminal envelope queued):
   // that path stops and proves the unit as it is.
   if (self->terminal_queued_ || self->client_gone_) return 0;
+  // The kernel closes an exiting process's descriptors before its pidfd
+  // reports the exit. A connection nobody holds any more was closed by that
+  // exit: the application went, and this is its disconnect, whose own event
+  // may not have been dispatched yet (or cannot be: a half-closed client's
+  // connection is not watched). Nothing more is read from it either way.
+  if (self->pump_->PeerHungUp()) {
+    self->OnClientGone();
+    return 0;
+  }
   if (self->CanDetach()) {
     self->Detach("the authenticated peer (MainPID) exited; session detached");
     return 0;
