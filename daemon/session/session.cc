@@ -600,14 +600,14 @@ void Session::OnRunningSnapshot(const UnitSnapshot& snapshot) noexcept {
     // The command's own report, if any, is what the exit says.
     exit_ = CollectedUnitExit();
     Log(LOG_INFO, Fields(), "PTY unit finished and collected by systemd");
-    return BeginReap(Reap::kProveOnly);
+    return BeginReap(Reaper::How::kProveOnly);
   }
   if (!IsUnitFinished(snapshot)) return;
   auto info = ReadUnitExit(snapshot);
   if (!info.ok()) return Fail(ErrorCode::kInternal, SV(info.status().message()));
   exit_ = std::move(*info);
   Log(LOG_INFO, Fields(), absl::StrCat("PTY unit finished: ", AV(exit_->result.Text())));
-  BeginReap(Reap::kProveOnly);
+  BeginReap(Reaper::How::kProveOnly);
 }
 
 void Session::MaybeSendExit() noexcept {
@@ -831,13 +831,13 @@ void Session::AnswerList() noexcept {
 // kProveOnly: systemd said the unit finished (inactive or failed, no job:
 // its cgroup is empty) or no longer has it; a StopUnit would change nothing
 // and only delay the proof, which is the same either way.
-void Session::BeginReap(Reap how) noexcept {
+void Session::BeginReap(Reaper::How how) noexcept {
   if (!unit_requested_ || reaper_ || reap_done_) return;
   if (start_call_) return;  // OnStartReply reaps once systemd answered
   monitor_.reset();         // the unit has one watcher at a time
   reaper_ = std::make_unique<Reaper>(ctx_.systemd, ctx_.tracker, ctx_.event, unit_,
                                      [this](absl::Status st) { OnReaped(std::move(st)); });
-  if (absl::Status st = reaper_->Start(/*stop_first=*/how == Reap::kStopFirst); !st.ok()) OnReaped(st);
+  if (absl::Status st = reaper_->Start(how); !st.ok()) OnReaped(st);
 }
 
 void Session::OnReaped(absl::Status status) noexcept {

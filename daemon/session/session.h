@@ -140,8 +140,7 @@ class Session final : private Pump::Delegate, private UnitChannel::Delegate {
   void RequestStop() noexcept;
   bool ExtendStopDeadline() noexcept;
   void LowerCpuWeight() noexcept;
-  enum class Reap { kStopFirst, kProveOnly };
-  void BeginReap(Reap how = Reap::kStopFirst) noexcept;
+  void BeginReap(Reaper::How how = Reaper::How::kStopFirst) noexcept;
   void OnReaped(absl::Status status) noexcept;
   void MaybeSendExit() noexcept;
   std::string FinalEnvelope() noexcept;

@@ -12,7 +12,7 @@ namespace opencode::daemon {
 Reaper::Reaper(SystemdApi* api, UnitTracker* tracker, sd_event* event, std::string unit, Done done)
     : api_(api), tracker_(tracker), event_(event), unit_(std::move(unit)), done_(std::move(done)) {}
 
-absl::Status Reaper::Start(bool stop_first) {
+absl::Status Reaper::Start(How how) {
   ASSIGN_OR_RETURN(watch_, tracker_->Add(unit_, this));
   watch_->SetPolling(true);
   sd_event_source* s = nullptr;
@@ -21,7 +21,7 @@ absl::Status Reaper::Start(bool stop_first) {
   if (r < 0) return SdError(r, "sd_event_add_time(cleanup deadline)");
   deadline_.reset(s);
   sd_event_now(event_, CLOCK_MONOTONIC, &started_usec_);
-  if (!stop_first) {
+  if (how == How::kProveOnly) {
     Query();
     return absl::OkStatus();
   }

@@ -30,9 +30,9 @@ class Reaper final : public UnitWatcher {
   using Done = std::function<void(absl::Status)>;
   Reaper(SystemdApi* api, UnitTracker* tracker, sd_event* event, std::string unit, Done done);
 
-  // `stop_first` = false skips StopUnit (the unit is known to be
-  // released already) and only proves.
-  absl::Status Start(bool stop_first = true);
+  // kProveOnly skips StopUnit: the unit is known to be released already.
+  enum class How { kStopFirst, kProveOnly };
+  absl::Status Start(How how = How::kStopFirst);
   bool gone() const noexcept { return gone_; }
   size_t queries() const noexcept { return queries_; }
   const std::string& unit() const noexcept { return unit_; }
