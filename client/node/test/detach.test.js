@@ -89,6 +89,11 @@ test('detachable: every bad value is a clear error at spawn, nothing connected',
   // The codes the helper's new statuses have (lib/helper.js names them).
   assert.equal(HELPER_STATUS[29], 'bad_detach');
   assert.equal(HELPER_STATUS[30], 'bad_scrollback');
+  // The two valid spawns connect at spawn(), before their close(): wait until
+  // the fake accepted both (a 50 ms sleep alone failed here when the process
+  // stalled past the timer before the loop polled the listening socket: 0
+  // connections seen), then give a wrong one the same time to show up.
+  await until(() => sup.conns.length >= 2, 'the two valid spawns to connect');
   await sleep(50);
   assert.equal(sup.conns.length, 2, 'only the two valid spawns connected');
 });

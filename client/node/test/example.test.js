@@ -9,6 +9,10 @@ const childProcess = require('child_process');
 const path = require('path');
 const { protocol } = require('..');
 const { fakeSupervisor, HEX32 } = require('../test-support/fake.js');
+const { until, within } = require('../test-support/wait.js');
+
+const typedOf = (conn) => Buffer.concat(conn.frames.filter((f) => f.type === protocol.FrameType.INPUT)
+  .map((f) => f.payload)).toString();
 
 test('examples: the node-pty port runs unchanged against a supervisor', async (t) => {
   let conn;
@@ -16,8 +20,7 @@ test('examples: the node-pty port runs unchanged against a supervisor', async (t
     conn = c;
     c.started();
     c.output(Buffer.from('bash$ '));
-    await c.until((x) => Buffer.concat(x.frames.filter((f) => f.type === protocol.FrameType.INPUT)
-      .map((f) => f.payload)).toString().includes('exit\r'), 'exit typed');
+    await c.until((x) => typedOf(x).includes('exit\r'), 'exit typed');
     c.output(Buffer.from('exit\r\nbye é\r\n'));
     c.exit(5);
   });
@@ -34,24 +37,26 @@ test('examples: the node-pty port runs unchanged against a supervisor', async (t
   });
   let out = '';
   let err = '';
+  let code;
   child.stdout.on('data', (b) => { out += b; });
   child.stderr.on('data', (b) => { err += b; });
+  const closed = new Promise((r) => child.on('close', (c) => { code = c; r(); }));
   // 'é' split between two reads of stdin (the prompt is on stdout before the
-  // first half is written, the second half follows later): the port decodes
-  // stdin as UTF-8.
+  // first half is written; the second half once the port has read the first
+  // and passed 'echo ' on, not after a timer, which a slow port outlasted:
+  // both halves came in one read): the port decodes stdin as UTF-8.
   const e = Buffer.from('é');
-  const prompt = setInterval(() => {
-    if (!out.includes('bash$ ')) return;
-    clearInterval(prompt);
-    child.stdin.write(Buffer.concat([Buffer.from('echo '), e.subarray(0, 1)]));
-    setTimeout(() => child.stdin.write(Buffer.concat([e.subarray(1), Buffer.from('\rexit\r')])), 300);
-  }, 10);
-  const code = await new Promise((r) => child.on('close', r));
+  await until(() => out.includes('bash$ ') || code !== undefined, 'the prompt');
+  assert.equal(code, undefined, `the example exited before its prompt; stderr: ${err}`);
+  child.stdin.write(Buffer.concat([Buffer.from('echo '), e.subarray(0, 1)]));
+  await until(() => typedOf(conn).startsWith('echo ') || code !== undefined, 'the first half read');
+  assert.equal(code, undefined, `the example exited before it passed 'echo ' on; stderr: ${err}`);
+  child.stdin.write(Buffer.concat([e.subarray(1), Buffer.from('\rexit\r')]));
+  await within(closed, 'the example to exit');
   assert.equal(code, 5, `stderr: ${err}`);
   assert.match(out, new RegExp(`^shell unit opencode-pty-${HEX32}\\.service\\n`));
   assert.ok(out.includes('bash$ exit\r\nbye é\r\n'), out);
   assert.ok(out.endsWith('\r\nshell exited: code 5, signal null\n'), out);
   assert.deepEqual(conn.start.argv, ['bash']);
-  const typed = Buffer.concat(conn.frames.filter((f) => f.type === protocol.FrameType.INPUT).map((f) => f.payload));
-  assert.equal(typed.toString(), 'echo é\rexit\r');
+  assert.equal(typedOf(conn), 'echo é\rexit\r');
 });

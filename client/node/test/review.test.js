@@ -184,6 +184,10 @@ test('4: onDrain fires when input queued before started was flushed without a so
   let drained = 0;
   pty.onDrain(() => { drained++; });
   await until(() => drained > 0, 'onDrain');
+  // conn is set once the fake has decoded START; onDrain comes from the
+  // module's handling of the helper's exit, another event: wait for conn
+  // itself (as test 8 does) before using it.
+  await until(() => conn, 'START');
   await conn.until((c) => c.frames.reduce((n, f) => n + f.payload.length, 0) === big.length, 'all input');
   assert.equal(drained, 1);
   pty.close();

@@ -20,9 +20,14 @@ test('handshake: helper argv, empty env, nothing read or written before the help
   pty.kill('SIGINT');
   assert.equal(pty.state, 'connecting');
   await until(() => pty.state === 'handshake', 'handshake');
-  // The fake supervisor talks first; the module must not read it yet.
+  // The fake supervisor talks first; the module must not read it yet. It
+  // sends the first byte of a frame, which read after the helper leaves the
+  // session waiting for the rest: a byte that begins no frame ('x') ended the
+  // session with bad_version as soon as the module read it, and when the test
+  // saw conn only after that read (a late poll) it found state 'exited'
+  // instead of 'starting' below.
   await until(() => sup.conns.length === 1, 'connection');
-  sup.conns[0].raw(Buffer.from('x'));
+  sup.conns[0].raw(protocol.encodeFrame(FrameType.OUTPUT, Buffer.from('x')).subarray(0, 1));
   await sleep(150);
   assert.equal(pty.state, 'handshake');
   assert.equal(pty._socket.bytesRead, 0);
