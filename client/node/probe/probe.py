@@ -61,6 +61,15 @@ GATE = '26.4'
 # What a wait for the app or the service allows before it calls it a hang: far
 # above the seconds they take, in a TCG VM on a slow host included.
 HANG_S = 120
+# The supervisor allows a connection kStartFrameDeadlineUsec (5 s) from its
+# accept to its START frame. Traced, every fork of the Node process stops for
+# the tracer, which reads descriptor tables; in a TCG VM on a loaded host that
+# has taken longer than 5 s between the module's connect and the helper's
+# exec, and the session then ended start_timeout (the helper exits 27). That
+# is the tracer's cost, not the module's: such a run is repeated, at most
+# ATTEMPTS times in all, and the report lists those that ended so. Any other
+# outcome is the verdict.
+ATTEMPTS = 3
 
 
 def sh(*argv, check=True):
@@ -272,6 +281,24 @@ def evaluate(trace, app, ctx):
 
 # ------------------------------------------------------------------- runs ----
 
+def ended_by_start_deadline(app):
+    """True if the app's session ended with the supervisor's start_timeout."""
+    error = ((app or {}).get('exit') or {}).get('error') or {}
+    return error.get('code') == 'start_timeout'
+
+
+def run_attempts(run):
+    """run() until its session did not end by the START deadline, at most ATTEMPTS times."""
+    ends = []
+    for _ in range(ATTEMPTS):
+        trace, app, ctx = run()
+        if not ended_by_start_deadline(app):
+            break
+        ends.append({'trace_duration_s': trace.get('duration'), 'exit': app.get('exit')})
+    ctx['start_deadline_ends'] = ends
+    return trace, app, ctx
+
+
 def run_service(sea, leak_fd, app_js=None):
     u = pwd.getpwnam(APP_USER)
     # A run starts from a stopped service: `systemctl start` of one still
@@ -390,11 +417,12 @@ def main():
         if a.dry_run:
             report['mode'] = 'dry-run (not acceptance evidence)' + (
                 ' with a leaked fd %d (negative control)' % a.leak_fd if a.leak_fd is not None else '')
-            trace, app, ctx = run_dry(sea, a.dry_run[0], os.path.abspath(a.dry_run[1]), a.leak_fd, app_js)
+            trace, app, ctx = run_attempts(
+                lambda: run_dry(sea, a.dry_run[0], os.path.abspath(a.dry_run[1]), a.leak_fd, app_js))
         else:
             report['mode'] = 'service' + (' with a leaked fd %d (negative control)' % a.leak_fd
                                           if a.leak_fd is not None else '')
-            trace, app, ctx = run_service(sea, a.leak_fd, app_js)
+            trace, app, ctx = run_attempts(lambda: run_service(sea, a.leak_fd, app_js))
         if app_js:
             ctx.update(runtime='bun', bun_version=report['bun_version'], app_js=app_js)
         report['context'] = ctx
@@ -419,6 +447,9 @@ def main():
         print('%s  %s' % ('PASS' if c['ok'] else 'FAIL', c['name']))
     g = report.get('gate', {})
     print('node %s: %s' % (report.get('node_version'), g.get('statement', '?')))
+    ends = report.get('context', {}).get('start_deadline_ends', [])
+    if ends:
+        print('%d of the attempts ended start_timeout while traced' % len(ends))
     print('inheritance: %s%s' % ('PROVEN' if report['inheritance_ok'] else 'NOT PROVEN',
                                  (' (' + report['error'] + ')') if 'error' in report else ''))
     return status
