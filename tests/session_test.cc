@@ -1278,8 +1278,8 @@ class HalfClosedPeerTest : public SessionTest {
  protected:
   // A running session of `peer` whose client half-closed: its unit's stop is
   // asked, and the connection is no longer watched.
-  void RunningThenHalfClosed(PeerThatExits* peer) {
-    ASSERT_TRUE(peer->Make(&conn, &client));
+  void RunningThenHalfClosed() {
+    ASSERT_TRUE(peer.Make(&conn, &client));
     reader.fd = client.get();
     ToRunning();
     ASSERT_EQ(shutdown(client.get(), SHUT_WR), 0);  // the client's EOF: its unit is stopped
@@ -1290,7 +1290,7 @@ class HalfClosedPeerTest : public SessionTest {
 };
 
 TEST_F(HalfClosedPeerTest, AnExitThatClosedTheConnectionIsTheClientsDisconnect) {
-  RunningThenHalfClosed(&peer);
+  RunningThenHalfClosed();
   client.reset();  // the application exits: its descriptors close first,
   peer.Exit();     // then its pidfd reports the exit
   ASSERT_TRUE(Wait([&] { return logs.Has("client disconnected") || logs.HasCode(ErrorCode::kUnauthenticated); }));
@@ -1303,7 +1303,7 @@ TEST_F(HalfClosedPeerTest, AnExitThatClosedTheConnectionIsTheClientsDisconnect) 
 // The same exit while someone else still holds the connection (the old
 // MainPID's child): that holder is told `unauthenticated`, and the journal too.
 TEST_F(HalfClosedPeerTest, AnExitWhileAnotherProcessHoldsTheConnectionIsUnauthenticated) {
-  RunningThenHalfClosed(&peer);
+  RunningThenHalfClosed();
   peer.Exit();  // client stays open here: the connection is still held
   ASSERT_TRUE(Wait([&] { return logs.HasCode(ErrorCode::kUnauthenticated); }));
   EXPECT_FALSE(logs.Has("client disconnected"));
