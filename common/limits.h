@@ -232,6 +232,20 @@ inline constexpr uint64_t kUnitTasksMax = 512;
 // container) both are accepted and have no effect.
 inline constexpr uint64_t kUnitStartCpuWeight = 10000;
 inline constexpr uint64_t kUnitCpuWeight = 100;
+// Where the kernel schedules by session (autogroup: a cgroup v1 host, or
+// cgroup v2 while the cpu controller is off), the nice the launcher's
+// monitor gives its command's session group once the command runs
+// (launcher/main.cc, AutogroupNice): 110 against the 1,024 of a service's
+// group at 0 (the kernel's weight table), so about nine busy commands weigh
+// as much as one service, close to what the slice's CPUWeight= makes all of
+// them on cgroup v2. The kernel refuses such a write for 100 ms after any
+// other on the machine: the monitor tries again after
+// kAutogroupNiceFirstRetryMs, doubling up to 64 times that, at most
+// kAutogroupNiceAttempts times in all (over 6 minutes; the writes of
+// kMaxSessions sessions started at once take 103 s of the kernel's slots).
+inline constexpr int kSessionAutogroupNice = 10;
+inline constexpr int kAutogroupNiceFirstRetryMs = 100;
+inline constexpr int kAutogroupNiceAttempts = 64;
 // Concurrent identity lookups over D-Bus are the pending handshakes above.
 
 // ---- supervisor timing and fairness (added by the daemon work) ----

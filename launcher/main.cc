@@ -31,6 +31,7 @@
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -515,6 +516,68 @@ int ReadOverlay() {
   return 0;
 }
 
+// ---- the command's weight where the kernel groups tasks by session ----
+
+// With kernel.sched_autogroup_enabled=1 (the default of Debian's kernels) a
+// task in the root cpu cgroup is scheduled as part of its session's
+// autogroup, and every autogroup weighs as much as any other. Where the cpu
+// controller is not systemd's (a cgroup v1 host, or cgroup v2 before a unit
+// turns it on), 50 streaming sessions were 100 groups beside the
+// supervisor's one and the application's one, and every terminal's echo
+// queued behind them (bench/results/20261206T113002Z.md). So once the
+// command runs, the monitor sets the nice of its session's group (the
+// command's: script's child called setsid) to kSessionAutogroupNice, as the
+// supervisor lowers the unit's CPUWeight= at the same moment where the
+// controller is systemd's. Only the command's group: script's relay wakes
+// only for what the command wrote, and the relay of a terminal being typed
+// into keeps its weight (lighter too, its wait per key tripled:
+// bench/results/20261207T220558Z.md). A higher nice needs no privilege; the
+// kernel takes one such write per 100 ms on the whole machine, so a refused
+// one (EAGAIN) is tried again, later each time. Best effort and a default,
+// not a bound: a group not set weighs as any other, and the command may set
+// its own back (docs/SECURITY.md "CPU between sessions").
+class AutogroupNice {
+ public:
+  // After the command's fork: the command never holds the file. Without
+  // autogroups (no file) there is nothing to do.
+  void Open() {
+    file_ = UniqueFd(open("/proc/self/autogroup", O_WRONLY | O_CLOEXEC | O_NOCTTY));
+    next_try_ms_ = NowMs();
+  }
+  // Writes once it is due; the poll timeout until the next try, or -1 when
+  // there is nothing left to write.
+  int Poll() {
+    if (!file_.valid()) return -1;
+    int64_t now = NowMs();
+    if (now < next_try_ms_) return int(next_try_ms_ - now);
+    static_assert(limits::kSessionAutogroupNice > 0 && limits::kSessionAutogroupNice <= 19,
+                  "lighter than a service's group, and a nice value");
+    char value[4];
+    size_t len = size_t(snprintf(value, sizeof value, "%d", limits::kSessionAutogroupNice));
+    ssize_t n;
+    while ((n = write(file_.get(), value, len)) < 0 && errno == EINTR) {}
+    // Written, or refused for good (nothing a later try would change), or
+    // tried kAutogroupNiceAttempts times.
+    if (n >= 0 || errno != EAGAIN || ++attempts_ == limits::kAutogroupNiceAttempts) {
+      file_.reset();
+      return -1;
+    }
+    int64_t delay = int64_t{limits::kAutogroupNiceFirstRetryMs} << (attempts_ < 7 ? attempts_ - 1 : 6);
+    next_try_ms_ = now + delay;
+    return int(delay);
+  }
+
+ private:
+  static int64_t NowMs() {
+    struct timespec ts {};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
+  }
+  UniqueFd file_;
+  int attempts_ = 0;
+  int64_t next_try_ms_ = 0;
+};
+
 // ---- the monitor: --exec after the fork ----
 
 // Sends one packet to the supervisor. Never blocks: the monitor sends at most
@@ -590,8 +653,8 @@ bool Executed(pid_t pid) {
 }
 
 // The monitor's whole life after the fork: fd 0 = the terminal (for sizes),
-// fd 4 = the channel, a pidfd of the command; nothing else is open and
-// nothing is allocated. 'W' becomes TIOCSWINSZ on the terminal (the kernel
+// fd 4 = the channel, a pidfd of the command, and /proc/self/autogroup until
+// it is written; nothing else is open and nothing is allocated. 'W' becomes TIOCSWINSZ on the terminal (the kernel
 // sends SIGWINCH to the foreground group), 'K' a signal to the command's
 // process only. The first malformed packet, EOF or hang-up ends the serving
 // (nothing more is read) but never the watching: the command's end is always
@@ -600,16 +663,18 @@ bool Executed(pid_t pid) {
 // leader. The monitor cannot outlive the command, and holds no
 // descriptor the command's processes could keep alive: the session ends when
 // the command does.
-[[noreturn]] void RunMonitor(pid_t pid, int pidfd) {
+[[noreturn]] void RunMonitor(pid_t pid, int pidfd, AutogroupNice& nice) {
   bool serve = true, hung_up = false;
   while (pidfd >= 0) {
     struct pollfd p[3] = {{pidfd, POLLIN, 0},
                           {serve ? kChannelFd : -1, POLLIN, 0},
                           {hung_up ? -1 : STDIN_FILENO, 0, 0}};
-    if (poll(p, 3, -1) < 0) {
+    int r = poll(p, 3, nice.Poll());
+    if (r < 0) {
       if (errno == EINTR) continue;
       break;
     }
+    if (r == 0) continue;  // only the autogroup's next try was due
     if (p[0].revents != 0) break;  // the command exited
     if (p[2].revents != 0) {
       // The terminal hung up (script is gone). The kernel would send SIGHUP
@@ -736,10 +801,12 @@ int RunExec() {
   while ((got = read(report_r.get(), &why, 1)) < 0 && errno == EINTR) {}
   report_r.reset();
   bool failed = got == 1 && why != opencode::kCommandCannotExecute && why != opencode::kCommandNotFound;
+  AutogroupNice nice;
   if (got == 0 && Executed(pid)) {
     uint8_t m[opencode::kChannelExecutedBytes];
     opencode::EncodeExecuted(pid, m);
     Tell(m, sizeof m);
+    nice.Open();
   } else if (failed) {
     uint8_t m[opencode::kChannelFailedBytes];
     opencode::EncodeLaunchFailed(why, m);
@@ -748,7 +815,7 @@ int RunExec() {
   close(STDOUT_FILENO);  // the terminal stays open once, on fd 0
   close(STDERR_FILENO);
   if (failed) ReapAndExit(pid, false);
-  RunMonitor(pid, pidfd.get());
+  RunMonitor(pid, pidfd.get(), nice);
 }
 
 }  // namespace

@@ -47,6 +47,8 @@ const std::map<std::string, std::string> kDerived = {
     {"kStartMessageBytes", "derived from kMaxEncodedArgvBytes and kMaxArgs"},
     {"kSupervisorMemoryBound", "Limits.SupervisorMemoryMaxIsAboveTheBound"},
     {"kSupervisorMemoryMax", "Limits.SupervisorMemoryMaxIsAboveTheBound"},
+    {"kAutogroupNiceFirstRetryMs", "the retry schedule; Limits.AutogroupRetriesOutlastAStartOfEverySession"},
+    {"kAutogroupNiceAttempts", "the retry schedule's end; Limits.AutogroupRetriesOutlastAStartOfEverySession"},
 };
 
 TEST(Limits, EveryBoundIsNamedByATest) {
@@ -228,6 +230,23 @@ TEST(Limits, SupervisorMemoryMaxIsAboveTheBound) {
   EXPECT_GE(max, opencode::limits::kSupervisorMemoryBound);
   EXPECT_EQ(opencode::limits::kSessionBuffersBound,
             opencode::limits::kMaxSessions * opencode::limits::kSessionMemoryCap);
+}
+
+// The launcher's monitor tries its autogroup write again after
+// kAutogroupNiceFirstRetryMs, doubling up to 64 times that, at most
+// kAutogroupNiceAttempts times (launcher/main.cc, AutogroupNice): that
+// outlasts the kernel's 100 ms per write for kMaxSessions sessions started
+// at once, one write each. LauncherTest.AnAutogroupWriteTheKernelRefusedIsTriedAgain
+// proves the retry itself.
+TEST(Limits, AutogroupRetriesOutlastAStartOfEverySession) {
+  using namespace opencode::limits;
+  int64_t total_ms = 0;
+  for (int attempt = 1; attempt < kAutogroupNiceAttempts; ++attempt)
+    total_ms += int64_t{kAutogroupNiceFirstRetryMs} << (attempt < 7 ? attempt - 1 : 6);
+  std::printf("retries span %lld ms; %zu sessions' writes need %zu ms\n", static_cast<long long>(total_ms),
+              kMaxSessions, kMaxSessions * 100);
+  EXPECT_GE(total_ms, int64_t(kMaxSessions * 100));
+  EXPECT_GE(kAutogroupNiceFirstRetryMs, 100) << "no try before the kernel's 100 ms";
 }
 
 // The environment overlay's bounds: every entry fits the kernel's

@@ -169,6 +169,20 @@ check "live unit: MainPID's stdin/stdout are the PTY stream socket" sh -c '
 check "live unit: the command runs as byk on /dev/pts in the passed directory" sh -c '
   cg=$(systemctl show -P ControlGroup "$1"); pid=$(pgrep -u byk -x sleep | head -n1); echo "sleep pid $pid cgroup $cg"
   grep -q "$cg" /proc/$pid/cgroup && readlink /proc/$pid/fd/0 | grep -q "^/dev/pts/" && [ "$(readlink /proc/$pid/cwd)" = /home/byk ]' - "$u"
+# Where the kernel groups tasks by session (the containers: cgroup v1, every
+# task in the root cpu group) the monitor gives the command's session group
+# the nice kSessionAutogroupNice once the command runs (launcher/main.cc
+# AutogroupNice); script's group (the unit's own session) and the
+# supervisor's keep nice 0. Elsewhere the value is kept and the cgroup
+# weights above act instead.
+if [ -e /proc/self/autogroup ]; then
+  check "live unit: the command's autogroup has nice 10 once it runs; script's and the supervisor's 0" wait_for 20 sh -c '
+    mp=$(systemctl show -P MainPID "$1"); pid=$(pgrep -u byk -x sleep | head -n1)
+    sup=$(systemctl show -P MainPID opencode-pty-supervisor.service)
+    a=$(cat /proc/$mp/autogroup); b=$(cat /proc/$pid/autogroup); c=$(cat /proc/$sup/autogroup)
+    echo "script: $a; sleep: $b; supervisor: $c"
+    [ "${a% nice *}" != "${b% nice *}" ] && [ "${a##* nice }" = 0 ] && [ "${b##* nice }" = 10 ] && [ "${c##* nice }" = 0 ]' - "$u"
+fi
 check "supervisor holds no capability (CapEff = CapBnd = CapPrm = 0)" sh -c '
   grep ^Cap /proc/$(systemctl show -P MainPID opencode-pty-supervisor.service)/status
   grep -E "^Cap(Eff|Bnd|Prm|Inh|Amb):" /proc/$(systemctl show -P MainPID opencode-pty-supervisor.service)/status | grep -qv "0000000000000000$" && exit 1; exit 0'
