@@ -115,6 +115,8 @@ struct LaunchOptions {
   // setsid() before the exec: the launcher leads its own session, as in a
   // unit (systemd starts every service in a session of its own).
   bool own_session = false;
+  // The hang guard of the whole run (the launcher is killed after it).
+  int deadline_s = 60;
   // What the supervisor writes into the unit channel before the unit starts:
   // the one 'V' packet (empty overlay by default); nothing if empty.
   std::string env_packet = std::string("V\0\0\0\0", 5);
@@ -250,7 +252,7 @@ class LauncherTest : public ::testing::Test {
         errno != EPIPE && errno != ECONNRESET)
       ADD_FAILURE() << "send: " << strerror(errno);
     if (opt.close_input) shutdown(mine.get(), SHUT_WR);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(opt.deadline_s);
     char buf[65536];
     for (;;) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
@@ -1487,16 +1489,21 @@ std::string AutogroupOf(const std::string& pid) {
 }
 
 // The command (a shell) waits until the monitor has set its group (the
-// monitor writes after the exec report, so the command may look first; 600
-// looks 0.1 s apart are a hang guard, not a figure), then prints its group
-// and script's. script is the monitor's parent: field 4 of the monitor's
-// stat.
+// monitor writes after the exec report, so the command may look first, and
+// on a machine where many sessions start at once each write waits its turn
+// for the kernel's 100 ms slots: 4,000 looks 0.1 s apart, longer than the
+// monitor's whole retry schedule, are a hang guard, not a figure), then
+// prints its group and script's. script is the monitor's parent: field 4 of
+// the monitor's stat.
 std::string AutogroupProbe() {
   const std::string nice = " nice " + std::to_string(opencode::limits::kSessionAutogroupNice) + "$";
-  return "s=$(cut -d' ' -f4 /proc/$PPID/stat); i=0; while [ $i -lt 600 ]; do "
+  return "s=$(cut -d' ' -f4 /proc/$PPID/stat); i=0; while [ $i -lt 4000 ]; do "
          "grep -q '" + nice + "' /proc/self/autogroup && break; sleep 0.1; i=$((i+1)); done; "
          "echo \"command: $(cat /proc/self/autogroup)\"; echo \"script: $(cat /proc/$s/autogroup)\"";
 }
+
+// The run's hang guard: above the probe's own 400 s.
+constexpr int kProbeDeadlineS = 450;
 
 std::string LineAfter(const std::string& output, const std::string& key) {
   size_t at = output.find(key);
@@ -1516,7 +1523,7 @@ std::string LineAfter(const std::string& output, const std::string& key) {
 TEST_F(LauncherTest, OnceTheCommandRunsItsAutogroupIsLighter) {
   if (access("/proc/self/autogroup", F_OK) != 0) GTEST_SKIP() << "this kernel has no autogroups";
   const std::string before = AutogroupOf("self");
-  Outcome o = Run(Encode({"/bin/sh", "-c", AutogroupProbe()}), {.own_session = true});
+  Outcome o = Run(Encode({"/bin/sh", "-c", AutogroupProbe()}), {.own_session = true, .deadline_s = kProbeDeadlineS});
   EXPECT_EQ(o.code(), 0) << o.output;
   const std::string nice = " nice " + std::to_string(opencode::limits::kSessionAutogroupNice);
   std::string command = LineAfter(o.output, "command: "), script = LineAfter(o.output, "script: ");
@@ -1572,7 +1579,8 @@ TEST_F(LauncherTest, AnAutogroupWriteTheKernelRefusedIsTriedAgain) {
                                {.on_output = on,
                                 .wrapper = {"/usr/bin/strace", "-f", "-qq", "-e", "trace=write", "-e",
                                             "signal=none", "-o", log},
-                                .own_session = true})
+                                .own_session = true,
+                                .deadline_s = kProbeDeadlineS})
                          : Outcome{};
     kill(blocker, SIGKILL);
     int status = 0;
